@@ -1,0 +1,35 @@
+# Two commands on a fresh machine (Python 3.11 + pip): `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+ENGRAM := $(VENV)/bin/engram
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo compile test bench clean
+
+install: $(STAMP)
+
+# torch==2.13.0 goes in first so pip keeps the CPU build instead of pulling CUDA wheels.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: install
+	$(ENGRAM) compile vault-example
+	$(ENGRAM) search --vault vault-example "incident runbook" -n 3
+	$(ENGRAM) query --vault vault-example "how do we deploy the payments service?" -n 3
+
+compile: install
+	$(ENGRAM) compile vault-example
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) benchmarks/bench.py
+
+clean:
+	rm -rf $(VENV) vault-example/.engram/cache

