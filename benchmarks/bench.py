@@ -1,18 +1,11 @@
-"""Compile and search benchmark for Engram Vault.
+"""Compile and search benchmark for Engram Vault: `python benchmarks/bench.py [--notes 2000] [--json]`.
 
-Measures, in one process and with the real bundled model:
-
-1. the model load (import torch + sentence-transformers, read the weights, embed one text);
-2. a full compile of a copy of `vault-example/`;
-3. a full, a no-op and a one-note-changed compile of a synthetic vault (`--notes`, default 2,000);
-4. cold `engram search` (median of 5 subprocesses) and one cold `engram query`;
-5. the "pure embedding" time of exactly the section texts each full compile embedded, so every
-   compile figure can also be read as a ratio to it (the machine is shared and noisy: ratios
-   travel better than seconds). Nothing here asserts a time.
-
-    python benchmarks/bench.py [--notes 2000] [--seed 7] [--json]
-
-Progress goes to stderr; the table (or, with `--json`, one JSON object) goes to stdout.
+With the real bundled model, in one process: the model load; a full compile of a copy of
+`vault-example/`; a full, a no-op and a one-note-changed compile of a seeded synthetic vault;
+cold `engram search` / `query` / `compile` subprocesses; and the "pure embedding" time of exactly
+the section texts each full compile embedded. Compile times are also printed as ratios to that
+pure embedding time: the machine is shared and noisy, and ratios travel better than seconds.
+Nothing here asserts a time. Progress goes to stderr; the table (or one JSON object) to stdout.
 """
 
 from __future__ import annotations
@@ -29,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +31,7 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a checkout: `python benchmarks/bench.py`
 
-from compiler.build import BuildReport, VaultPaths, compile_vault, section_text  # noqa: E402
+from compiler.build import VaultPaths, compile_vault, section_text  # noqa: E402
 from compiler.embed import Embedder, load_embedder, text_hash  # noqa: E402
 from compiler.settings import load_settings  # noqa: E402
 from compiler.state import load_state  # noqa: E402
@@ -51,36 +45,34 @@ T = TypeVar("T")
 
 # --- synthetic text: a small vocabulary and sentence templates (no real corpus) -------------
 
-NOUNS = """service pipeline deployment database index cache queue worker schema migration latency
-budget incident runbook dashboard alert metric trace span request response payload customer invoice
-refund ledger account report review decision roadmap milestone sprint backlog ticket feature flag
-release rollback outage postmortem owner team meeting agenda action summary draft proposal experiment
-hypothesis baseline model dataset feature label warehouse table partition job schedule retry timeout
-contract interface endpoint client server cluster node region replica shard lock transaction snapshot
-backup restore policy budget forecast estimate risk dependency library framework test fixture coverage
-build artifact container image template config secret token permission audit log event stream topic
-consumer producer batch window threshold capacity quota cost vendor invoice checklist diagram note
-paper chapter idea question answer tradeoff constraint goal objective outcome signal noise""".split()
-VERBS = """deploy review measure reduce track ship migrate index cache retry refactor document
-monitor schedule replace split merge validate benchmark profile debug test publish archive draft
-estimate prioritise discuss approve reject revisit simplify automate batch throttle shard replicate
-restore audit summarise compare rank filter tag link plan""".split()
+NOUNS = """service pipeline deployment database index cache queue worker schema migration latency budget
+incident runbook dashboard alert metric trace span request response payload customer invoice refund ledger
+account report review decision roadmap milestone sprint backlog ticket feature flag release rollback outage
+postmortem owner team meeting agenda action summary draft proposal experiment hypothesis baseline model dataset
+label warehouse table partition job schedule retry timeout contract interface endpoint client server
+cluster node region replica shard lock transaction snapshot backup restore policy forecast estimate risk
+dependency library framework test fixture coverage build artifact container image template config secret token
+permission audit log event stream topic consumer producer batch window threshold capacity quota cost vendor
+checklist diagram note paper chapter idea question answer tradeoff constraint goal objective outcome
+signal noise""".split()
+VERBS = """deploy review measure reduce track ship migrate index cache retry refactor document monitor schedule
+replace split merge validate benchmark profile debug test publish archive draft estimate prioritise discuss
+approve reject revisit simplify automate batch throttle shard replicate restore audit summarise compare rank
+filter tag link plan""".split()
 ADJECTIVES = """slow fast stale fresh noisy quiet critical minor flaky stable legacy shiny brittle robust
-internal external nightly weekly quarterly manual automatic partial complete expensive cheap risky
-safe idempotent eventual consistent durable temporary shared private regional global cold warm""".split()
-ADVERBS = """carefully quickly eventually rarely usually twice again later first only still already
-manually gradually safely""".split()
+internal external nightly weekly quarterly manual automatic partial complete expensive cheap risky safe
+idempotent eventual consistent durable temporary shared private regional global cold warm""".split()
+ADVERBS = """carefully quickly eventually rarely usually twice again later first only still already manually
+gradually safely""".split()
 PREPOSITIONS = "for in behind before after during across with without under over".split()
 TEMPLATES = [
-    "The {adj} {noun} {verbs} the {noun} {prep} the {noun}.",
-    "We {verb} the {noun} {adv} because the {noun} is {adj}.",
+    "The {adj} {noun} {verbs} the {noun} {prep} the {noun}.", "We {verb} the {noun} {adv} because the {noun} is {adj}.",
     "{Adj} {noun}s make the {noun} {adj}, so we {verb} them {prep} every {noun}.",
     "After the {noun} {verbs}, the {noun} team will {verb} the {adj} {noun}.",
     "Nobody wants to {verb} a {adj} {noun} {prep} a {adj} {noun}.",
     "Open question: should we {verb} the {noun} or {verb} the {noun} {adv}?",
     "The {noun} {verbs} {adv}; the {noun} {prep} it stays {adj}.",
-    "Next step: {verb} the {noun} and {verb} the {adj} {noun} {prep} the {noun}.",
-]
+    "Next step: {verb} the {noun} and {verb} the {adj} {noun} {prep} the {noun}."]
 TOP_FOLDERS = ["Projects", "Areas", "Resources", "Meetings", "Journal", "People", "Archive", "Inbox"]
 
 
@@ -102,13 +94,9 @@ def wikilink(rng: random.Random, titles: list[str]) -> str:
     """Returns a wikilink in one of Obsidian's forms; about one in ten points at no note."""
     if rng.random() < 0.1:
         return f"[[{rng.choice(NOUNS).capitalize()} {rng.choice(NOUNS)} {rng.randint(100, 999)}]]"
-    target = rng.choice(titles)
-    form = rng.random()
-    if form < 0.15:
-        return f"[[{target}|{rng.choice(NOUNS)}]]"
-    if form < 0.25:
-        return f"[[{target}#{rng.choice(NOUNS).capitalize()}]]"
-    return f"[[{target}]]"
+    target, form = rng.choice(titles), rng.random()
+    suffix = f"|{rng.choice(NOUNS)}" if form < 0.15 else f"#{rng.choice(NOUNS).capitalize()}" if form < 0.25 else ""
+    return f"[[{target}{suffix}]]"
 
 
 def tag(rng: random.Random) -> str:
@@ -153,10 +141,10 @@ def frontmatter(rng: random.Random, titles: list[str]) -> str:
 
 
 def note_body(rng: random.Random, title: str, titles: list[str]) -> str:
-    """Returns a note: frontmatter, maybe an H1, paragraphs, and `##` sections in two notes of five."""
+    """Returns a note: frontmatter, maybe an H1, 1–4 paragraphs, and `##` sections in one note of four."""
     blocks = [f"# {title}"] if rng.random() < 0.5 else []
     blocks += [paragraph(rng, titles) for _ in range(rng.choice([1, 1, 2, 2, 3, 4]))]
-    for _ in range(rng.choice([0, 0, 0, 1, 2, 3, 4]) if rng.random() < 0.4 else 0):
+    for _ in range(rng.randint(1, 4) if rng.random() < 0.25 else 0):
         blocks.append(f"## {rng.choice(ADJECTIVES).capitalize()} {rng.choice(NOUNS)}")
         blocks += [paragraph(rng, titles) for _ in range(rng.randint(1, 3))]
         if rng.random() < 0.3:
@@ -222,11 +210,6 @@ def load_model(model: str) -> tuple[Embedder, float]:
     return timed(load)
 
 
-def compile_timed(vault: Path) -> tuple[BuildReport, float]:
-    """Compiles `vault` with its own settings; returns the report and the wall-clock seconds."""
-    return timed(lambda: compile_vault(vault, load_settings(vault)))
-
-
 def compiled_texts(vault: Path) -> list[str]:
     """Returns the distinct section texts of the last compile, in the order the compile embeds them."""
     state, reason = load_state(VaultPaths(vault.resolve()).state)
@@ -237,29 +220,46 @@ def compiled_texts(vault: Path) -> list[str]:
     return [unique[h] for h in sorted(unique)]
 
 
-def embedding_seconds(embedder: Embedder, texts: list[str]) -> float:
-    """Returns the seconds the embedder takes for `texts` in one call: no cache, no index, no I/O."""
-    return timed(lambda: embedder.embed(texts))[1]
+def child_peak_mb(pid: int, peak: list[float], done: threading.Event) -> None:
+    """Polls the child's VmHWM (Linux) into `peak[0]` until `done` is set.
+
+    Not getrusage(RUSAGE_CHILDREN): a child made by (v)fork + exec inherits our high-water mark.
+    """
+    status = Path(f"/proc/{pid}/status")
+    while not done.wait(0.02):
+        try:
+            line = next(l for l in status.read_text().splitlines() if l.startswith("VmHWM:"))
+        except (OSError, StopIteration):
+            continue
+        peak[0] = max(peak[0], int(line.split()[1]) / 1024)
 
 
-def cli_seconds(*args: str) -> float:
-    """Runs `engram ARGS` in a fresh process; returns its wall-clock seconds (raises if it fails)."""
+def run_cli(*args: str) -> tuple[float, float]:
+    """Runs `engram ARGS` in a fresh process; returns (wall-clock seconds, its peak RSS in MB)."""
     engram = Path(sys.executable).parent / "engram"
-    start = time.perf_counter()
-    done = subprocess.run([str(engram), *args], capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"engram {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
-    return seconds
+    peak, done = [0.0], threading.Event()
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen([str(engram), *args], stdout=subprocess.DEVNULL, stderr=errors)
+        watcher = threading.Thread(target=child_peak_mb, args=(process.pid, peak, done), daemon=True)
+        watcher.start()
+        code = process.wait()
+        seconds = time.perf_counter() - start
+        done.set()
+        watcher.join()
+        if code != 0:
+            errors.seek(0)
+            raise RuntimeError(f"engram {' '.join(args)} exited {code}: {errors.read().decode(errors='replace')}")
+    return seconds, peak[0]
 
 
 def full_compile(vault: Path, embedder: Embedder, label: str) -> dict[str, Any]:
     """Full compile of `vault`, then the pure embedding of the same texts; returns the figures."""
     log(f"{label}: full compile")
-    report, seconds = compile_timed(vault)
+    report, seconds = timed(lambda: compile_vault(vault, load_settings(vault)))
     texts = compiled_texts(vault)
-    log(f"{label}: pure embedding of {len(texts)} section texts")
-    embed = embedding_seconds(embedder, texts)
+    log(f"{label}: pure embedding of {len(texts)} section texts (one call: no cache, index or I/O)")
+    embed = timed(lambda: embedder.embed(texts))[1]
     return {"notes": report.notes, "sections": report.sections, "embedded": report.embedded,
             "texts_timed": len(texts), "pages_written": len(report.written), "links": report.links,
             "warnings": len(report.warnings), "compile_s": seconds, "embedding_s": embed,
@@ -269,8 +269,8 @@ def full_compile(vault: Path, embedder: Embedder, label: str) -> dict[str, Any]:
 
 def recompile(vault: Path, embed_s: float, label: str) -> dict[str, Any]:
     """Compiles `vault` again; returns seconds, ratio to the full embedding time, and work done."""
-    log(f"{label}")
-    report, seconds = compile_timed(vault)
+    log(label)
+    report, seconds = timed(lambda: compile_vault(vault, load_settings(vault)))
     return {"compile_s": seconds, "compile_vs_embedding": seconds / embed_s, "changed": len(report.changed),
             "embedded": report.embedded, "pages_written": len(report.written)}
 
@@ -282,22 +282,22 @@ def append_paragraph(note: Path, seed: int) -> None:
 
 
 def cold_cli(vault: Path) -> dict[str, Any]:
-    """Returns cold-process timings of `engram search` (median of 5), `engram query` and a no-op compile."""
+    """Returns cold-process seconds and peak RSS of `engram search` (×5), `engram query` and a no-op compile."""
     log(f"cold engram search ×{SEARCH_RUNS}")
-    runs = [cli_seconds("search", "--vault", str(vault), SEARCH_WORDS) for _ in range(SEARCH_RUNS)]
+    searches = [run_cli("search", "--vault", str(vault), SEARCH_WORDS) for _ in range(SEARCH_RUNS)]
     log("cold engram query ×1")
-    query = cli_seconds("query", "--vault", str(vault), QUERY_WORDS)
+    query_s, query_mb = run_cli("query", "--vault", str(vault), QUERY_WORDS)
     log("cold engram compile (no-op) ×1")
-    noop = cli_seconds("compile", "-q", str(vault))
-    return {"search_median_s": statistics.median(runs), "search_runs_s": runs, "query_s": query,
-            "compile_noop_s": noop}
+    noop_s, noop_mb = run_cli("compile", "-q", str(vault))
+    return {"search_median_s": statistics.median(s for s, _ in searches), "search_runs_s": [s for s, _ in searches],
+            "search_peak_rss_mb": max(mb for _, mb in searches), "query_s": query_s, "query_peak_rss_mb": query_mb,
+            "compile_noop_s": noop_s, "compile_noop_peak_rss_mb": noop_mb}
 
 
-def peak_rss_mb() -> dict[str, float]:
-    """Returns peak resident memory in MB of this process and of its largest child (Linux: KB units)."""
-    scale = 1 / 1024 if sys.platform != "darwin" else 1 / 1024 / 1024
-    return {"self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
-            "largest_child": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale}
+def peak_rss_mb() -> float:
+    """Returns this process's peak resident memory in MB (ru_maxrss is KB on Linux, bytes on macOS)."""
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -316,7 +316,9 @@ def run(notes: int, seed: int, workdir: Path) -> dict[str, Any]:
     model = load_settings(example).model
     log("loading the model")
     embedder, load_s = load_model(model)
-    figures: dict[str, Any] = {"model": embedder.identity, "model_load_s": load_s}
+    # The 1-minute load average shows how much others' work shared the 2 cores with us.
+    figures: dict[str, Any] = {"model": embedder.identity, "model_load_s": load_s, "machine": {
+        "cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_start": round(os.getloadavg()[0], 2)}}
     figures["example"] = full_compile(example, embedder, "example vault")
     log(f"generating a {notes}-note vault (seed {seed})")
     synthetic = workdir / "synthetic"
@@ -328,37 +330,56 @@ def run(notes: int, seed: int, workdir: Path) -> dict[str, Any]:
     figures["one_change"] = recompile(synthetic, embed_s, "one-note-changed recompile")
     figures["cli"] = cold_cli(synthetic)
     figures["peak_rss_mb"] = peak_rss_mb()
-    figures["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    figures["machine"]["load_avg_end"] = round(os.getloadavg()[0], 2)
     return figures
+
+def row(label: str, seconds: float, note: str = "") -> str:
+    """Returns one table line: label, seconds, then free text."""
+    return f"  {label:<40}{seconds:>8.2f} s   {note}".rstrip()
+
+
+def vault_rows(name: str, v: dict[str, Any]) -> list[str]:
+    """Returns the lines of one full compile: what was built, pure embedding, compile."""
+    lines = [f"{name} ({v['notes']} notes): {v['sections']} sections, {v['embedded']} embedded, "
+             f"{v['pages_written']} pages, {v['links']['total']} links ({v['links']['broken']} broken)",
+             row("pure embedding of the same texts", v["embedding_s"], f"{v['embedding_sections_per_s']:.1f} sections/s"),
+             row(f"full compile {v['notes']} notes", v["compile_s"],
+                 f"{v['compile_vs_embedding']:.2f}× embedding · {v['notes_per_s']:.1f} notes/s · "
+                 f"{v['sections_per_s']:.1f} sections/s")]
+    if v["texts_timed"] != v["embedded"]:
+        lines.append(f"  note: {v['texts_timed']} texts timed but the compile embedded {v['embedded']}")
+    return lines
+
+
+def recompile_row(label: str, v: dict[str, Any]) -> str:
+    """Returns the line of one incremental compile, with the work it did."""
+    return row(label, v["compile_s"], f"{v['compile_vs_embedding']:.4f}× embedding · changed {v['changed']}, "
+               f"embedded {v['embedded']}, written {v['pages_written']}")
+
+
+def cli_rows(cli: dict[str, Any]) -> list[str]:
+    """Returns the lines of the cold-process timings."""
+    runs = ", ".join(f"{s:.2f}" for s in cli["search_runs_s"])
+    return ["cold processes on the synthetic vault:",
+            row(f"engram search (median of {len(cli['search_runs_s'])})", cli["search_median_s"],
+                f"runs: {runs} · peak RSS {cli['search_peak_rss_mb']:.0f} MB"),
+            row("engram query (once, loads the model)", cli["query_s"], f"peak RSS {cli['query_peak_rss_mb']:.0f} MB"),
+            row("engram compile, no-op (once)", cli["compile_noop_s"], f"peak RSS {cli['compile_noop_peak_rss_mb']:.0f} MB")]
 
 
 def table(f: dict[str, Any]) -> str:
     """Returns the human-readable table of the figures."""
-    ex, syn, noop, one, cli = f["example"], f["synthetic"], f["noop"], f["one_change"], f["cli"]
     m = f["machine"]
-    row = "  {:<34}{:>8.2f} s   {}".format
-    lines = [f"Engram Vault benchmark · {f['model']} · {m['cpus']} CPUs · Python {m['python']} "
-             f"· load avg at end {m['load_avg'][0]}",
-             row("model load (import + weights + 1 text)", f["model_load_s"], "")]
-    for name, v in ((f"example vault ({ex['notes']} notes)", ex), (f"synthetic vault ({syn['notes']} notes)", syn)):
-        lines += [f"{name}: {v['sections']} sections, {v['embedded']} embedded, {v['pages_written']} pages, "
-                  f"{v['links']['total']} links ({v['links']['broken']} broken)",
-                  row("pure embedding of the same texts", v["embedding_s"], f"{v['embedding_sections_per_s']:.0f} sections/s"),
-                  row(f"full compile {v['notes']} notes", v["compile_s"],
-                      f"{v['compile_vs_embedding']:.2f}× embedding · {v['notes_per_s']:.1f} notes/s · "
-                      f"{v['sections_per_s']:.1f} sections/s")]
-    for label, v in (("no-op recompile", noop), ("one-note-changed recompile", one)):
-        lines.append(row(label, v["compile_s"], f"{v['compile_vs_embedding']:.4f}× embedding · changed "
-                         f"{v['changed']}, embedded {v['embedded']}, written {v['pages_written']}"))
-    runs = ", ".join(f"{s:.2f}" for s in cli["search_runs_s"])
-    lines += ["cold processes on the synthetic vault:",
-              row(f"engram search (median of {len(cli['search_runs_s'])})", cli["search_median_s"], f"runs: {runs}"),
-              row("engram query (once; loads the model)", cli["query_s"], ""),
-              row("engram compile, no-op (once)", cli["compile_noop_s"], ""),
-              f"peak RSS: this process {f['peak_rss_mb']['self']:.0f} MB, "
-              f"largest child {f['peak_rss_mb']['largest_child']:.0f} MB"]
-    return "\n".join(lines)
+    return "\n".join([
+        f"Engram Vault benchmark · {f['model']} · {m['cpus']} CPUs · Python {m['python']} "
+        f"· load avg {m['load_avg_start']} at start, {m['load_avg_end']} at end",
+        row("model load (import + weights + 1 text)", f["model_load_s"]),
+        *vault_rows("example vault", f["example"]),
+        *vault_rows("synthetic vault", f["synthetic"]),
+        recompile_row("no-op recompile", f["noop"]),
+        recompile_row("one-note-changed recompile", f["one_change"]),
+        *cli_rows(f["cli"]),
+        f"peak RSS of this process (model + all compiles): {f['peak_rss_mb']:.0f} MB"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from compiler.fts import KeywordIndex, NoteRow, SectionRow
 from compiler.graph import build_graph, graph_json, semantic_neighbours
 from compiler.links import resolve_links
 from compiler.lock import writer_lock
+from compiler.memory_stage import MemoryStage, compile_memories, page_hashes
 from compiler.output import write_pages
 from compiler.parse import parse_note
 from compiler.records import BuildWarning, Note, ResolvedLink
@@ -79,6 +80,7 @@ class BuildReport:
     written: list[str] = field(default_factory=list)  # vault-relative paths of pages written
     deleted: list[str] = field(default_factory=list)
     links: dict[str, int] = field(default_factory=dict)
+    memories: dict[str, Any] = field(default_factory=dict)  # live, archived, page edits taken in, maintenance
     warnings: list[BuildWarning] = field(default_factory=list)
     rebuild_reason: str = ""
     seconds: float = 0.0
@@ -107,7 +109,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     with writer_lock(paths.engram):
         previous, report.rebuild_reason = _previous_state(paths, identity, settings)
         scanned = scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
-        state = BuildState(model=identity, fingerprint=settings.index_fingerprint(),
+        state = BuildState(model=identity, fingerprint=settings.index_fingerprint(), parser=parser_fingerprint(),
                            files={s.path: s for s in scanned.notes})
         _parse_changed(paths.root, scanned.notes, previous, state, settings, progress, report)
         links, link_warnings = resolve_links(list(state.notes.values()), scanned.attachments)
@@ -118,7 +120,13 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
         neighbours = semantic_neighbours(_note_vectors(state.notes, section_vectors),
                                          settings.related_min_cosine, settings.related_max)
         _save_graph(paths, state.notes, links, neighbours)
-        _render(paths, settings, state.notes, links, neighbours, report)
+        env = template_environment(_template_overrides(paths, settings), settings.out)
+        memory = compile_memories(paths.root, settings, env, previous.memory_pages, embedder)
+        report.memories = {"live": memory.live, "archived": memory.archived, "edits": memory.edits,
+                           "maintenance": memory.maintenance}
+        report.warnings.extend(memory.warnings)
+        _render(paths, settings, env, state.notes, links, neighbours, memory, report)
+        state.memory_pages = page_hashes(memory.pages, memory.state)
         save_state(paths.state, state)
     report.notes, report.links = len(state.notes), _link_counts(links)
     report.sections = sum(len(n.sections) for n in state.notes.values())
@@ -132,9 +140,23 @@ def _previous_state(paths: VaultPaths, identity: str, settings: Settings) -> tup
         reason = f"embedding model changed ({previous.model} → {identity})"
     elif not reason and previous.fingerprint != settings.index_fingerprint():
         reason = "index settings changed (model, max_note_bytes or max_section_chars)"
+    elif not reason and previous.parser != parser_fingerprint():
+        reason = "the parser changed (a new engram version): every note is parsed again"
     elif not reason and not paths.fts.is_file():
         reason = "keyword index missing"
     return (BuildState(), reason) if reason else (previous, "")
+
+
+def parser_fingerprint() -> str:
+    """Returns a hash of the parsing code, so cached parse results never outlive the code that made them."""
+    import hashlib
+
+    from compiler import markdown_rules, parse, records
+
+    digest = hashlib.sha256()
+    for module in (parse, markdown_rules, records):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _parse_changed(root: Path, stamps: Sequence, previous: BuildState, state: BuildState, settings: Settings,
@@ -253,12 +275,15 @@ def _save_graph(paths: VaultPaths, notes: Mapping[str, Note], links: Sequence[Re
         atomic_write(paths.graph, data)
 
 
-def _render(paths: VaultPaths, settings: Settings, notes: Mapping[str, Note], links: Sequence[ResolvedLink],
-            neighbours: Mapping[str, Sequence[tuple[str, float]]], report: BuildReport) -> None:
-    overrides = paths.root / settings.templates if settings.templates else paths.engram / "templates"
-    env = template_environment(overrides)
-    view = VaultView([notes[p] for p in sorted(notes)], links, neighbours, report.warnings)
-    result = write_pages(paths.root, settings.out, render_note_pages(view, env, settings.out))
+def _template_overrides(paths: VaultPaths, settings: Settings) -> Path:
+    return paths.root / settings.templates if settings.templates else paths.engram / "templates"
+
+
+def _render(paths: VaultPaths, settings: Settings, env: Any, notes: Mapping[str, Note], links: Sequence[ResolvedLink],
+            neighbours: Mapping[str, Sequence[tuple[str, float]]], memory: MemoryStage, report: BuildReport) -> None:
+    view = VaultView([notes[p] for p in sorted(notes)], links, neighbours, report.warnings, memory.projects)
+    pages = {**render_note_pages(view, env, settings.out), **memory.pages}
+    result = write_pages(paths.root, settings.out, pages)
     report.written, report.deleted = result.written, result.deleted
     report.warnings.extend(result.warnings)
 

@@ -59,16 +59,17 @@ def main() -> None:
 @click.option("--out", help="Output folder inside the vault (default: _engram, or `out` in engram.toml).")
 @click.option("--model", help="Embedding model: a sentence-transformers directory or name.")
 @click.option("--chroma-url", envvar="ENGRAM_CHROMA_URL", help="Use a Chroma server instead of the embedded store.")
+@click.option("--now", envvar="ENGRAM_NOW", help="The memory clock, 'YYYY-MM-DD HH:MM:SS' UTC (reproducible pages).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (and the JSON with --json).")
 def compile_command(vault: str | None, as_json: bool, strict: bool, out: str | None, model: str | None,
-                    chroma_url: str | None, quiet: bool) -> None:
+                    chroma_url: str | None, now: str | None, quiet: bool) -> None:
     """Compile VAULT (default: the vault around the current folder): index notes, write pages.
 
     Prints a one-line summary on stderr (what an Obsidian shell command shows).
     """
     from compiler.build import compile_vault
 
-    root, settings = _vault_and_settings(vault, out=out, model=model, chroma_url=chroma_url)
+    root, settings = _vault_and_settings(vault, out=out, model=model, chroma_url=chroma_url, now=now)
     report = _run(lambda: compile_vault(root, settings, progress=_stderr_progress))
     if as_json:
         _emit_json(report.to_dict())
@@ -171,3 +172,6 @@ def _run(action: Callable[[], Any]) -> Any:
         return action()
     except (ModelLoadError, VaultBusyError, NotCompiledError, SettingsError, OSError) as error:
         _fail(str(error))
+
+
+from compiler import cli_memory  # noqa: E402,F401  (registers the memory commands on `main`)

@@ -13,6 +13,9 @@ from pathlib import Path
 import filelock
 
 
+_LOCKS: dict[str, filelock.FileLock] = {}
+
+
 class VaultBusyError(RuntimeError):
     """Another engram process holds the writer lock for too long."""
 
@@ -21,9 +24,12 @@ class VaultBusyError(RuntimeError):
 def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
     """Holds `.engram/lock` for the duration of the block; raises VaultBusyError after `timeout` s."""
     engram_dir.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(str(engram_dir / "lock"), timeout=timeout)
+    path = str((engram_dir / "lock").resolve())
+    # One FileLock object per path: filelock counts nested acquisitions of the same object, so a
+    # library call that takes the lock inside another never deadlocks on its own process.
+    lock = _LOCKS.setdefault(path, filelock.FileLock(path, thread_local=False))
     try:
-        with lock:
+        with lock.acquire(timeout=timeout):
             yield
     except filelock.Timeout as error:
         raise VaultBusyError(f"{engram_dir / 'lock'}: another engram process is writing to this vault") from error

@@ -8,6 +8,9 @@ every newline so line numbers stay right.
 Every token these rules make (and every markdown `link_open` / `image`) carries
 `meta["line"]`: the 0-based line offset of the match inside its inline block, so the caller
 adds the block's `map[0]` to get the line in the parsed text.
+
+The readers at the end turn tokens back into plain data: `extract_links`, `plain_text` and
+`is_link_list`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ _TAG_RE = re.compile(r"#([\w\-/\u0300-\u036f]+)")
 _TAG_BLOCKERS = frozenset("&/#(")
 # A line of text splits into backtick runs, "%%" markers and plain text.
 _COMMENT_PARTS_RE = re.compile(r"(`+|%%)")
+_MAYBE_CODE_RE = re.compile(r"```|~~~|^(?: {4}|\t)", re.MULTILINE)  # may hold a code block
 _NEWLINES_KEY = "engram_newlines"
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")  # http:, mailto:, obsidian:, C:
 
@@ -93,6 +97,7 @@ def inline_line(state: StateInline, pos: int) -> int:
 
 
 def _wikilink_rule(state: StateInline, silent: bool) -> bool:
+    """Returns True after consuming a `[[...]]` or `![[...]]` at the current position."""
     src, pos = state.src, state.pos
     embed = src.startswith("![[", pos)
     if not embed and not src.startswith("[[", pos):
@@ -113,6 +118,7 @@ def _wikilink_rule(state: StateInline, silent: bool) -> bool:
 
 
 def _tag_rule(state: StateInline, silent: bool) -> bool:
+    """Returns True after consuming an Obsidian `#tag` at the current position."""
     src, pos = state.src, state.pos
     if src[pos] != "#":
         return False
@@ -152,6 +158,7 @@ def _with_line(rule: InlineRule, token_type: str) -> InlineRule:
 def _render_wikilink(
     renderer: object, tokens: Sequence[Token], idx: int, options: object, env: object
 ) -> str:
+    """Returns a wikilink as HTML text: its alias, else its target (we never emit anchors)."""
     meta = tokens[idx].meta
     return _escape(meta["alias"] or meta["target"] or meta["heading"])
 
@@ -196,6 +203,8 @@ def _strip_line(line: str, in_comment: bool) -> tuple[str, bool]:
 def _code_lines(text: str) -> set[int]:
     """Returns the 0-based indices of lines inside fenced or indented code blocks."""
     lines: set[int] = set()
+    if not _MAYBE_CODE_RE.search(text):  # no fence or indent anywhere: skip the block pass
+        return lines
     for token in _BLOCK_PARSER.parse(text):
         if token.type in ("fence", "code_block") and token.map:
             lines.update(range(token.map[0], token.map[1]))
@@ -243,15 +252,16 @@ def extract_links(tokens: Sequence[Token], offset: int = 0) -> tuple[Link, ...]:
         block_line = token.map[0] if token.map else block_line
         children = token.children or []
         for index, child in enumerate(children):
-            line = offset + block_line + child.meta.get("line", 0) + 1 if child.meta else 0
-            found = _link_from_token(child, children[index + 1 :], line)
-            if found is not None:
-                links.append(found)
+            if child.type in ("wikilink", "image", "link_open"):
+                line = offset + block_line + child.meta.get("line", 0) + 1
+                found = _link_from_token(children, index, line)
+                links += [found] if found is not None else []
     return tuple(links)
 
 
-def _link_from_token(token: Token, rest: Sequence[Token], line: int) -> Link | None:
-    """Returns the Link a token stands for, or None (not a link, same-note, external)."""
+def _link_from_token(children: Sequence[Token], index: int, line: int) -> Link | None:
+    """Returns the Link that children[index] stands for, or None (same-note, external)."""
+    token = children[index]
     if token.type == "wikilink":
         meta = token.meta
         if not meta["target"]:  # [[#Heading]] points inside the same note
@@ -260,15 +270,16 @@ def _link_from_token(token: Token, rest: Sequence[Token], line: int) -> Link | N
         return Link(meta["target"], line, kind, meta["heading"], meta["block"], meta["alias"])
     if token.type == "image":
         return _markdown_link(str(token.attrGet("src") or ""), line, "embed", token.content)
-    if token.type == "link_open":
-        label = plain_text(_until_link_close(rest))
-        return _markdown_link(str(token.attrGet("href") or ""), line, "markdown", label)
-    return None
+    label = plain_text(_link_label(children, index + 1))
+    return _markdown_link(str(token.attrGet("href") or ""), line, "markdown", label)
 
 
-def _until_link_close(tokens: Sequence[Token]) -> list[Token]:
-    end = next((i for i, t in enumerate(tokens) if t.type == "link_close"), len(tokens))
-    return list(tokens[:end])
+def _link_label(children: Sequence[Token], start: int) -> list[Token]:
+    """Returns the tokens from `start` up to the next link_close (a link's visible text)."""
+    end = start
+    while end < len(children) and children[end].type != "link_close":
+        end += 1
+    return list(children[start:end])
 
 
 def _markdown_link(href: str, line: int, kind: str, label: str) -> Link | None:

@@ -85,8 +85,8 @@ def _limit_size(path: str, raw: bytes, max_bytes: int, warnings: list[BuildWarni
     """Returns at most `max_bytes` of `raw`, cut after a newline (or a UTF-8 character)."""
     if len(raw) <= max_bytes:
         return raw
-    limit = _megabytes(max_bytes)
-    message = f"note is {_megabytes(len(raw))}, over the {limit} limit: only the first {limit} is indexed"
+    size, limit = _megabytes(len(raw)), _megabytes(max_bytes)
+    message = f"note is {size}, over the {limit} limit: only the first {limit} is indexed"
     warnings.append(BuildWarning(path, 0, message, "size"))
     cut = raw.rfind(b"\n", 0, max_bytes)
     if cut >= 0:
@@ -144,23 +144,35 @@ def _load_yaml(path: str, source: str, warnings: list[BuildWarning]) -> tuple[di
     try:
         data = _YAML.load(source)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 2 if mark is not None else 1  # the YAML starts on file line 2
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         message = f"frontmatter is not valid YAML ({problem}); the note is indexed as text"
-        warnings.append(BuildWarning(path, line, message, "frontmatter"))
+        warnings.append(BuildWarning(path, _yaml_error_line(exc), message, "frontmatter"))
         return {}, False
     except RecursionError:
         return {}, _frontmatter_ignored(path, "is nested too deeply", warnings)
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. "2024-13-01", a huge integer
+        return {}, _frontmatter_ignored(path, f"holds a value YAML cannot read ({exc})", warnings)
     if data is None:
         return {}, True
     if not isinstance(data, dict):
-        kind = type(data).__name__
-        return {}, _frontmatter_ignored(path, f"must be a mapping of keys to values, not a {kind}", warnings)
+        problem = f"must be a mapping of keys to values, not a {type(data).__name__}"
+        return {}, _frontmatter_ignored(path, problem, warnings)
     try:
         return _json_safe(data, [MAX_FRONTMATTER_NODES], 0), True
     except _FrontmatterTooBig:
         return {}, _frontmatter_ignored(path, "is too large or nested too deeply", warnings)
+
+
+def _yaml_error_line(exc: yaml.YAMLError) -> int:
+    """Returns the 1-based file line of a YAML error (the YAML starts on file line 2)."""
+    context_mark = getattr(exc, "context_mark", None)
+    # Hitting the end of the YAML ("an unclosed quote") is reported at the end; the line
+    # where the unfinished quote or bracket opened is the one to fix.
+    problem = str(getattr(exc, "problem", "") or "")
+    if context_mark is not None and ("end of stream" in problem or "<stream end>" in problem):
+        return context_mark.line + 2
+    mark = getattr(exc, "problem_mark", None) or context_mark
+    return mark.line + 2 if mark is not None else 1
 
 
 def _frontmatter_ignored(path: str, problem: str, warnings: list[BuildWarning]) -> bool:
@@ -226,7 +238,7 @@ def _line_containing(yaml_lines: list[str], needle: str) -> int:
     return next((i + 2 for i, line in enumerate(yaml_lines) if needle in line), 1)
 
 
-# --- metadata ------------------------------------------------------------------------------
+# --- metadata and headings -------------------------------------------------------------
 
 
 def _title(path: str, front: dict[str, Any], tokens: Sequence[Token]) -> str:
@@ -267,19 +279,11 @@ def _tags(front: dict[str, Any], tokens: Sequence[Token]) -> tuple[str, ...]:
         value = front.get(key)
         for item in [value] if isinstance(value, str) else _scalars(value):
             found.extend(re.split(r"[,\s]+", item))
-    found.extend(child.meta["tag"] for child in _inline_children(tokens) if child.type == "tag")
+    inline = (child for t in tokens if t.type == "inline" for child in t.children or [])
+    found.extend(child.meta["tag"] for child in inline if child.type == "tag")
     cleaned = (tag.strip().lstrip("#").lower() for tag in found)
     # Obsidian ignores all-digit tags such as "2024", in frontmatter as inline.
     return tuple(sorted({tag for tag in cleaned if tag and not tag.isdigit()}))
-
-
-def _inline_children(tokens: Sequence[Token]) -> Iterator[Token]:
-    for token in tokens:
-        if token.type == "inline":
-            yield from token.children or []
-
-
-# --- headings --------------------------------------------------------------------------
 
 
 def _headings(tokens: Sequence[Token], offset: int) -> list[Heading]:
@@ -316,17 +320,21 @@ def _split_long(lines: list[str], first: int, max_chars: int) -> Iterator[tuple[
         if whole:
             yield paragraphs[0][0], whole
         return
-    group: list[tuple[int, str]] = []
+    group: list[str] = []
+    group_line, size = 0, 0  # size of "\n\n".join(group)
     for line, text in paragraphs:
-        if group and len("\n\n".join(t for _, t in group + [(line, text)])) > max_chars:
-            yield group[0][0], "\n\n".join(t for _, t in group)
+        if group and size + 2 + len(text) > max_chars:
+            yield group_line, "\n\n".join(group)
             group = []
         if len(text) > max_chars:
             yield from _cut_at_whitespace(text, line, max_chars)
-        else:
-            group.append((line, text))
+            continue
+        if not group:
+            group_line, size = line, -2
+        group.append(text)
+        size += 2 + len(text)
     if group:
-        yield group[0][0], "\n\n".join(t for _, t in group)
+        yield group_line, "\n\n".join(group)
 
 
 def _paragraphs(lines: list[str], first: int) -> Iterator[tuple[int, str]]:

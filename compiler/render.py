@@ -30,9 +30,10 @@ class VaultView:
     links: Sequence[ResolvedLink]
     neighbours: Mapping[str, Sequence[tuple[str, float]]]
     warnings: Sequence[BuildWarning]
+    projects: Sequence[tuple[str, str]] = ()  # memory projects: (name, page path inside the output folder)
 
 
-def template_environment(override_dir: Path | None) -> jinja2.Environment:
+def template_environment(override_dir: Path | None, out: str = "_engram") -> jinja2.Environment:
     """Returns a Jinja2 environment: the vault's overrides first, then the bundled templates."""
     loaders: list[jinja2.BaseLoader] = []
     if override_dir and override_dir.is_dir():
@@ -41,6 +42,7 @@ def template_environment(override_dir: Path | None) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), keep_trailing_newline=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters.update(wikilink=wikilink, yaml=yaml_value, cell=table_cell)
+    env.globals["page"] = lambda path, text="": wikilink(f"{out}/{path}", text)  # a link to a generated page
     return env
 
 
@@ -90,7 +92,7 @@ def _catalog(view: VaultView, out: str) -> dict[str, Any]:
             tags[tag].append(note)
     top = Counter(note.path.split("/")[0] if "/" in note.path else "(root)" for note in view.notes)
     return {"notes": view.notes, "folders": sorted(folders.items()), "tags": sorted(tags.items()),
-            "out": out, "top_folders": sorted(top.items())}
+            "out": out, "top_folders": sorted(top.items()), "projects": view.projects}
 
 
 def _health(view: VaultView, incoming: Mapping[str, list], outgoing: Mapping[str, list]) -> dict[str, Any]:

@@ -33,6 +33,15 @@ class Settings:
     graph_bonus: float = 0.1  # hybrid query: bonus for graph neighbours of strong hits
     chroma_url: str = ""  # empty: the embedded store under .engram/cache/chroma
     templates: str = ""  # vault-relative folder of template overrides
+    now: str = ""  # pin the memory clock ("YYYY-MM-DD HH:MM:SS" UTC): reproducible pages and tests
+    # Memory write path, calibrated for the bundled MiniLM (see README "Calibration"):
+    reinforce_min: float = 0.90  # a write this close to a memory is the same statement: reinforce it
+    merge_min: float = 0.80  # between this and reinforce_min: same topic → replace if contradictory, else merge
+    merge_max_chars: int = 1000  # a merge that would grow a memory past this stays a new memory
+    associate_min: float = 0.50  # association edges between memories
+    associate_max: int = 5
+    consolidate_min: float = 0.90  # maintenance folds clusters this close into their most important member
+    maintenance_hours: float = 12.0
     extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, kept for later stages
 
     def index_fingerprint(self) -> str:
@@ -49,7 +58,8 @@ def load_settings(vault: Path, **overrides: Any) -> Settings:
     """Returns the settings for `vault`: defaults < engram.toml < ENGRAM_* env < overrides."""
     settings = Settings()
     settings = _apply(settings, _read_toml(vault / CONFIG_FILE), source=str(vault / CONFIG_FILE))
-    env = {"model": os.environ.get("ENGRAM_MODEL"), "chroma_url": os.environ.get("ENGRAM_CHROMA_URL")}
+    env = {"model": os.environ.get("ENGRAM_MODEL"), "chroma_url": os.environ.get("ENGRAM_CHROMA_URL"),
+           "now": os.environ.get("ENGRAM_NOW")}
     settings = _apply(settings, {k: v for k, v in env.items() if v}, source="environment")
     return _apply(settings, {k: v for k, v in overrides.items() if v not in (None, "")}, source="options")
 
@@ -91,6 +101,13 @@ def _coerce(key: str, value: Any, default: Any, source: str) -> Any:
         if isinstance(default, float) and isinstance(value, int):
             return float(value)
         raise SettingsError(f"{source}: `{key}` must be a {type(default).__name__}, got {value!r}")
+    if key == "now" and value:
+        from compiler.memory_events import parse_time
+
+        try:
+            parse_time(value)
+        except ValueError:
+            raise SettingsError(f"{source}: `now` must look like 2026-11-30 12:00:00 (UTC), got {value!r}") from None
     if key == "out" and not _is_safe_folder(value):
         raise SettingsError(f"{source}: `out` must be a plain folder inside the vault, got {value!r}")
     return value

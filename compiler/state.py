@@ -20,15 +20,18 @@ STATE_VERSION = 1
 class BuildState:
     model: str = ""  # model identity the vectors were made with
     fingerprint: str = ""  # settings that shape the index
+    parser: str = ""  # hash of the parser's code: a new parser re-parses every note
     files: dict[str, FileStamp] = field(default_factory=dict)
     notes: dict[str, Note] = field(default_factory=dict)  # parsed notes; binary files have no entry
     warnings: dict[str, list[BuildWarning]] = field(default_factory=dict)  # parse warnings per file
+    memory_pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # page → (memory id, sha we wrote)
 
     def to_json(self) -> str:
-        data = {"version": STATE_VERSION, "model": self.model, "fingerprint": self.fingerprint,
+        data = {"version": STATE_VERSION, "model": self.model, "fingerprint": self.fingerprint, "parser": self.parser,
                 "files": {p: [s.size, s.mtime_ns, s.sha256] for p, s in sorted(self.files.items())},
                 "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
-                "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws}}
+                "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
+                "memory_pages": {p: list(v) for p, v in sorted(self.memory_pages.items())}}
         return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -41,10 +44,11 @@ def load_state(path: Path) -> tuple[BuildState, str]:
         if data.get("version") != STATE_VERSION:
             return BuildState(), "build state from another version"
         return BuildState(
-            model=data["model"], fingerprint=data["fingerprint"],
+            model=data["model"], fingerprint=data["fingerprint"], parser=data.get("parser", ""),
             files={p: FileStamp(p, size, mtime, sha) for p, (size, mtime, sha) in data["files"].items()},
             notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
-            warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()}), ""
+            warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
+            memory_pages={p: (v[0], v[1]) for p, v in data.get("memory_pages", {}).items()}), ""
     except (ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 

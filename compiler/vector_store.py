@@ -96,6 +96,10 @@ class VectorStore:
         for start in range(0, len(paths), 500):
             self._collection.delete(where={"path": {"$in": list(paths[start:start + 500])}})
 
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        for start in range(0, len(ids), 500):
+            self._collection.delete(ids=list(ids[start:start + 500]))
+
     def add(self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
         for start in range(0, len(ids), _ADD_BATCH):
@@ -113,6 +117,16 @@ class VectorStore:
         return [VectorHit(i, 1.0 - float(d), dict(m or {}), doc or "")
                 for i, d, m, doc in zip(result["ids"][0], result["distances"][0],
                                         result["metadatas"][0], result["documents"][0])]
+
+    def query_many(self, vectors: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
+        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine), best first."""
+        total = self.count()
+        if total == 0 or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        result = self._collection.query(query_embeddings=vectors.tolist(), n_results=min(n, total),
+                                        include=["distances"])
+        return [[(i, 1.0 - float(d)) for i, d in zip(ids, dists)]
+                for ids, dists in zip(result["ids"], result["distances"])]
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Returns the stored vector of each known id."""

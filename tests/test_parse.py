@@ -50,6 +50,10 @@ def test_wikilink_target_whitespace_is_stripped_and_empty_links_are_text():
     assert note.links == (Link("Spaced Note", 1, "wikilink", alias="nick"),)
 
 
+def test_wikilink_with_escaped_pipe_outside_a_table():
+    assert parse("[[Target\\|label]]\n").links == (Link("Target", 1, "wikilink", alias="label"),)
+
+
 def test_wikilink_with_escaped_pipe_inside_a_table():
     note = parse(
         """
@@ -221,6 +225,12 @@ def test_yaml_error_on_the_first_yaml_line_points_at_line_two():
     assert note is not None and note.sections[0].line == 4
 
 
+def test_yaml_error_at_the_end_points_where_the_unclosed_quote_opened():
+    raw = b'---\ndate: 2026-10-09\ntitle: "Sprint retro\ntags: [a, b]\n---\nbody\n'
+    note, warnings = parse_note("n.md", raw)
+    assert [(w.kind, w.line) for w in warnings] == [("frontmatter", 3)]
+
+
 def test_unclosed_frontmatter_is_indexed_as_text():
     note, warnings = parse_note("n.md", b"---\ntitle: x\n\n[[Link]]\n")
     assert [w.kind for w in warnings] == ["frontmatter"]
@@ -235,13 +245,25 @@ def test_frontmatter_that_is_not_a_mapping_warns():
         assert note is not None and note.frontmatter == {} and not note.frontmatter_valid
 
 
+def test_hostile_yaml_values_warn_instead_of_crashing():
+    for yaml_text in (
+        "n: " + "1" * 5000,
+        "when: !!timestamp 2024-13-45",
+        "obj: !!python/object:os.system x",
+        "a: " + "[" * 3000 + "]" * 3000,
+    ):
+        note, warnings = parse_note("n.md", f"---\n{yaml_text}\n---\nbody\n".encode())
+        assert [w.kind for w in warnings] == ["frontmatter"], yaml_text[:20]
+        assert note is not None and note.frontmatter == {} and note.sections[0].text == "body"
+
+
 def test_frontmatter_values_become_json_safe():
     note = parse(
         """
         ---
         created: 2024-03-05
         updated: 2024-03-05 10:20:30
-        set: !!set {b: null, a: null}
+        set: !!set {h, c, f, a, e, b, g, d}
         nested: {when: [2024-01-01], n: .nan}
         2023-01-01: dated key
         ---
@@ -250,7 +272,7 @@ def test_frontmatter_values_become_json_safe():
     assert note.frontmatter == {
         "created": "2024-03-05",
         "updated": "2024-03-05T10:20:30",
-        "set": ["a", "b"],
+        "set": ["a", "b", "c", "d", "e", "f", "g", "h"],  # sorted, not in hash order
         "nested": {"when": ["2024-01-01"], "n": "nan"},
         "2023-01-01": "dated key",
     }
@@ -397,11 +419,12 @@ def test_long_section_packs_paragraphs_and_keeps_their_lines():
 
 
 def test_one_long_paragraph_is_cut_at_whitespace():
-    words = [f"w{i:03d}" for i in range(200)]
+    words = [f"w{i}" + "x" * (i % 7) for i in range(200)]  # uneven lengths
     text = "\n".join(" ".join(words[i : i + 10]) for i in range(0, 200, 10))  # 20 lines
     note = parse(text + "\n", max_section_chars=100)
+    assert len(note.sections) > 5
     assert all(len(s.text) <= 100 for s in note.sections)
-    assert " ".join(" ".join(s.text.split()) for s in note.sections) == " ".join(words)
+    assert [word for s in note.sections for word in s.text.split()] == words  # none broken
     lines = text.split("\n")
     for section in note.sections:
         assert section.text.split()[0] in lines[section.line - 1].split()
@@ -463,6 +486,10 @@ def test_summary_skips_headings_code_and_link_lists():
         """
     )
     assert note.summary == "The real intro mentions a friend and code."
+
+
+def test_summary_drops_the_callout_marker():
+    assert parse("> [!note]- Heads up\n> read [[This]] first\n").summary == "Heads up read This first"
 
 
 def test_summary_prefers_description_and_is_cut_on_a_word_boundary():

@@ -1,0 +1,288 @@
+"""The memory library: store, import, update, forget, restore and recall memories in a vault.
+
+Every CLI command and MCP tool is a thin adapter over `MemoryService`, and they all return the
+same plain dicts. Writes take the vault's writer lock, append events to the fsync'd journal,
+then bring the memory index in step; state is always re-folded from the events, never cached
+across writes, so a concurrent compile or import is seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.embed import Embedder, load_embedder, model_identity
+from compiler.lock import writer_lock
+from compiler.memory_events import MemoryEvent, append_events, format_time, new_id, parse_time, read_journal
+from compiler.memory_input import MemoryInput, MemoryInputError, event_data, validate
+from compiler.memory_model import Observation, archived, fold
+from compiler.memory_store import MemoryIndex, memory_text, sync_index
+from compiler.records import BuildWarning
+from compiler.resolve import Decision, Thresholds, decide
+from compiler.settings import Settings
+
+IMPORT_BATCH = 256
+RECALL_POOL = 30
+GRAPH_BONUS = 0.1  # × edge weight at depth 1, halved at depth 2
+
+
+class UnknownMemoryError(LookupError):
+    """No memory has that id."""
+
+
+def memory_id_for(project: str, source_id: str) -> str:
+    """Returns a stable sync_id for an external source, so importing it twice adds nothing."""
+    return "mem-" + hashlib.sha256(f"{project}\x00{source_id}".encode()).hexdigest()[:16]
+
+
+class MemoryService:
+    """Memories of one vault. Open it, use it, `close()` it (or use it as a context manager)."""
+
+    def __init__(self, vault: Path, settings: Settings, *, embedder: Embedder | None = None,
+                 now: datetime | None = None) -> None:
+        self.vault = vault.resolve()
+        self.engram = self.vault / ".engram"
+        self.settings = settings
+        self._embedder = embedder
+        self._identity = embedder.identity if embedder else model_identity(settings.model)
+        self._fixed_now = now or (parse_time(settings.now) if settings.now else None)
+        self._index: MemoryIndex | None = None
+        self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.merge_max_chars,
+                                 settings.associate_min, settings.associate_max)
+
+    def __enter__(self) -> "MemoryService":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._index:
+            self._index.close()
+            self._index = None
+
+    # -- state ---------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._fixed_now or datetime.now(timezone.utc).replace(microsecond=0)
+
+    def events(self) -> tuple[list[MemoryEvent], list[BuildWarning]]:
+        """Returns every memory event this vault knows (the journal; chunks join with sync)."""
+        return read_journal(self.engram)
+
+    def state(self) -> dict[str, Observation]:
+        return fold(self.events()[0])
+
+    def live(self, state: dict[str, Observation] | None = None) -> dict[str, Observation]:
+        """Returns live, unarchived memories at `now`."""
+        state = self.state() if state is None else state
+        pruned = archived(state, self.now())
+        return {i: o for i, o in state.items() if o.live and i not in pruned}
+
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = load_embedder(self.settings.model)
+        return self._embedder
+
+    def index(self) -> MemoryIndex:
+        if self._index is None:
+            self._index = MemoryIndex(self.engram / "cache", self.settings.chroma_url)
+        return self._index
+
+    def sync_index(self) -> int:
+        """Brings the memory index in step with the events; returns texts embedded."""
+        live = {i: o for i, o in self.state().items() if o.live}
+        return sync_index(self.index(), live, self.embedder, self._identity)
+
+    def get(self, memory_id: str) -> Observation:
+        found = self.state().get(memory_id)
+        if found is None:
+            raise UnknownMemoryError(f"no memory with id {memory_id!r}")
+        return found
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def add(self, item: MemoryInput) -> dict[str, Any]:
+        """Stores one memory through resolve; returns {"action", "id", ...}."""
+        return self.add_many([item])["results"][0]
+
+    def add_many(self, items: Sequence[MemoryInput]) -> dict[str, Any]:
+        """Stores many memories; known source ids are skipped and known texts are not re-embedded.
+
+        Returns {"results": [one dict per item], "actions": {action: count}, "embedded": n}.
+        """
+        clean = [validate(i) for i in items]
+        with writer_lock(self.engram):
+            state = self.state()
+            embedded = self._sync_if_stale(state)
+            results: list[dict[str, Any]] = []
+            for start in range(0, len(clean), IMPORT_BATCH):
+                batch = clean[start:start + IMPORT_BATCH]
+                vectors, fresh = self.index().embed([memory_text(_draft(i)) for i in batch], self.embedder, self._identity)
+                embedded += fresh
+                results.extend(self._resolve_batch(batch, vectors, state))
+        actions: dict[str, int] = {}
+        for result in results:
+            actions[result["action"]] = actions.get(result["action"], 0) + 1
+        return {"results": results, "actions": actions, "embedded": embedded}
+
+    def save_new(self, item: MemoryInput) -> dict[str, Any]:
+        """Stores a memory as NEW without resolving it against others; returns the answer."""
+        item = validate(item)
+        memory_id = memory_id_for(item.project, item.source_id) if item.source_id else new_id("mem-")
+        with writer_lock(self.engram):
+            event = MemoryEvent(_event_id("save", memory_id), "save", memory_id, format_time(self.now()),
+                                event_data(item))
+            self._write([event])
+        return self._answer(Decision("new"), self.get(memory_id))
+
+    def _sync_if_stale(self, state: dict[str, Observation]) -> int:
+        live = {i: o for i, o in state.items() if o.live}
+        return sync_index(self.index(), live, self.embedder, self._identity)
+
+    def _resolve_batch(self, batch: Sequence[MemoryInput], vectors: np.ndarray,
+                       state: dict[str, Observation]) -> list[dict[str, Any]]:
+        """Resolves a batch in order: each item sees the index plus the items before it."""
+        at = format_time(self.now())
+        found = self.index().vectors.query_many(vectors, RECALL_POOL)
+        pending: dict[str, np.ndarray] = {}  # written in this batch, not in the vector index yet
+        known = {source: i for i, o in state.items() for source in o.sources}  # folded-in writes count as known
+        results, events = [], []
+        for row, item in enumerate(batch):
+            memory_id = memory_id_for(item.project, item.source_id) if item.source_id else new_id("mem-")
+            if memory_id in known:
+                results.append({"action": "known", "id": known[memory_id], "title": state[known[memory_id]].title})
+                continue
+            cosines = {**dict(found[row]), **{i: float(v @ vectors[row]) for i, v in pending.items()}}
+            nearest = [(state[i], c) for i, c in cosines.items() if i in state and state[i].live
+                       and state[i].project == item.project and state[i].kind == item.kind]
+            decision = decide(item.content, nearest, self.limits)
+            event = self._event_for(decision, item, memory_id, at)
+            state.update(fold_one(state, event))
+            events.append(event)
+            pending[event.memory] = vectors[row]
+            known.update({source: event.memory for source in state[event.memory].sources})
+            results.append(self._answer(decision, state[event.memory]))
+        append_events(self.engram, events)
+        self._reindex(state, list(pending))
+        return results
+
+    def _event_for(self, decision: Decision, item: MemoryInput, memory_id: str, at: str) -> MemoryEvent:
+        sources = [memory_id] + ([item.source_id] if item.source_id else [])
+        if decision.action == "new":
+            data = {**event_data(item), "links": [list(link) for link in decision.links]}
+            return MemoryEvent(_event_id("save", memory_id), "save", memory_id, at, data)
+        op = {"reinforced": "reinforce", "merged": "merge", "replaced": "replace"}[decision.action]
+        data = {"sources": sources, "source": memory_id, "similarity": round(decision.similarity, 4),
+                "reason": decision.reason}
+        if decision.content:
+            data["content"] = decision.content
+        return MemoryEvent(_event_id(op, memory_id), op, decision.target, at, data)
+
+    def _answer(self, decision: Decision, obs: Observation) -> dict[str, Any]:
+        answer = {"action": decision.action, "id": obs.id, "title": obs.title, "project": obs.project,
+                  "category": obs.category, "strength": round(obs.strength(self.now()), 4)}
+        if decision.target:
+            answer.update(similarity=round(decision.similarity, 4), reason=decision.reason)
+        if decision.links:
+            answer["links"] = [i for i, _ in decision.links]
+        return answer
+
+    def _reindex(self, state: dict[str, Observation], ids: Sequence[str]) -> None:
+        """Indexes memories written in a batch with the vectors of their current text."""
+        memories = [state[i] for i in ids if state[i].live]
+        vectors, _ = self.index().embed([memory_text(m) for m in memories], self.embedder, self._identity)
+        self.index().put(memories, vectors)
+
+    def update(self, memory_id: str, content: str | None = None, importance: float | None = None,
+               title: str | None = None) -> dict[str, Any]:
+        """Rewrites a memory (its old content stays as history); returns the memory."""
+        with writer_lock(self.engram):
+            current = self.get(memory_id)
+            item = validate(MemoryInput(content=content if content is not None else current.content,
+                                        title=title or current.title, project=current.project,
+                                        category=current.category,
+                                        importance=current.importance if importance is None else importance))
+            data = {"content": item.content, "title": item.title, "importance": item.importance, "source": "update"}
+            self._write([MemoryEvent(new_id("ev-"), "update", memory_id, format_time(self.now()), data)])
+        return self.describe(memory_id)
+
+    def forget(self, memory_id: str) -> dict[str, Any]:
+        """Deletes a memory (a tombstone: it stays in the log, `restore` brings it back)."""
+        with writer_lock(self.engram):
+            self.get(memory_id)
+            self._write([MemoryEvent(new_id("ev-"), "delete", memory_id, format_time(self.now()))])
+        return {"action": "forgotten", "id": memory_id}
+
+    def restore(self, memory_id: str) -> dict[str, Any]:
+        """Brings back a forgotten, archived or consolidated memory, with a fresh decay clock."""
+        with writer_lock(self.engram):
+            self.get(memory_id)
+            self._write([MemoryEvent(new_id("ev-"), "restore", memory_id, format_time(self.now()))])
+        return {"action": "restored", **self.describe(memory_id)}
+
+    def _write(self, events: Sequence[MemoryEvent]) -> None:
+        append_events(self.engram, events)
+        self._sync_if_stale(self.state())
+
+    def describe(self, memory_id: str, state: dict[str, Observation] | None = None) -> dict[str, Any]:
+        """Returns a memory as a dict, with its strength now."""
+        obs = (state or self.state()).get(memory_id)
+        if obs is None:
+            raise UnknownMemoryError(f"no memory with id {memory_id!r}")
+        data = asdict(obs)
+        data["strength"] = round(obs.strength(self.now()), 4)
+        data["live"] = obs.live
+        return data
+
+
+def fold_one(state: dict[str, Observation], event: MemoryEvent) -> dict[str, Observation]:
+    """Returns the memory `event` changes, after applying it to its current state."""
+    from compiler.memory_model import _APPLY, _saved
+
+    current = state.get(event.memory)
+    if event.op == "save":
+        return {event.memory: current or _saved(event)}
+    return {event.memory: _APPLY[event.op](current, event)} if current else {}
+
+
+def _event_id(op: str, memory_id: str) -> str:
+    """Deterministic for writes derived from a stable memory id: re-importing writes the same event."""
+    return "ev-" + hashlib.sha256(f"{op}\x00{memory_id}".encode()).hexdigest()[:16]
+
+
+def _draft(item: MemoryInput) -> Observation:
+    return Observation(id="", project=item.project, title=item.title, content=item.content)
+
+
+def read_import_file(path: Path) -> tuple[list[MemoryInput], list[BuildWarning]]:
+    """Returns the memories of a JSON-lines import file and a warning per unusable line."""
+    items: list[MemoryInput] = []
+    warnings: list[BuildWarning] = []
+    allowed = {"content", "title", "project", "category", "importance", "created_at", "source_id", "type",
+               "topic_key", "scope", "session_id"}
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if not isinstance(raw, dict):
+                raise MemoryInputError("a line must be a JSON object")
+            item = MemoryInput(**{k: v for k, v in raw.items() if k in allowed and v is not None})
+            if item.created_at:
+                item = replace(item, created_at=format_time(parse_time(str(item.created_at))))
+            items.append(validate(item))
+        except (ValueError, TypeError) as error:
+            warnings.append(BuildWarning(path.name, number, f"skipped: {error}", "import"))
+    return items, warnings
+
+
+def as_inputs(items: Iterable[dict[str, Any]]) -> list[MemoryInput]:
+    return [MemoryInput(**item) for item in items]

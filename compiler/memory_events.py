@@ -1,0 +1,129 @@
+"""Memory events: every change to a memory is one event with its own id, appended to the journal.
+
+The journal (`.engram/journal.jsonl`) holds one JSON object per line and is fsync'd before a
+command answers. State is a fold of all events (see `memory_model.fold`), so events carry what
+was decided at write time (the action, the similarity, the links) and replay needs no model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from compiler.records import BuildWarning
+
+JOURNAL = "journal.jsonl"
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # the engram CLI's timestamp format, UTC
+
+# save: a new memory · reinforce: a duplicate write · merge / replace: the resolve actions ·
+# update: an explicit edit · recall: returned by a recall · delete: forgotten (tombstone) ·
+# restore: back from the archive or from a delete · consolidate: maintenance folded others into it.
+OPS = ("save", "reinforce", "merge", "replace", "update", "recall", "delete", "restore", "consolidate")
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    id: str
+    op: str
+    memory: str  # the sync_id of the memory it changes
+    at: str  # "YYYY-MM-DD HH:MM:SS" UTC
+    data: dict[str, Any] = field(default_factory=dict)
+    seq: int = field(default_factory=lambda: next_seq())  # orders events written within one second
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "op": self.op, "memory": self.memory, "at": self.at, "seq": self.seq, "data": self.data}
+
+    def order(self) -> tuple[str, int, str]:
+        """The replay order: time, then write sequence, then id — total, whatever the arrival order."""
+        return (self.at, self.seq, self.id)
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> "MemoryEvent":
+        """Returns the event, or raises ValueError naming what is wrong."""
+        if not isinstance(raw, dict):
+            raise ValueError(f"not an object but {type(raw).__name__}")
+        missing = [k for k in ("id", "op", "memory", "at") if not isinstance(raw.get(k), str) or not raw.get(k)]
+        if missing:
+            raise ValueError(f"missing or empty field(s): {', '.join(missing)}")
+        if raw["op"] not in OPS:
+            raise ValueError(f"unknown op {raw['op']!r}")
+        parse_time(raw["at"])
+        data = raw.get("data", {})
+        if not isinstance(data, dict):
+            raise ValueError("`data` is not an object")
+        seq = raw.get("seq", 0)
+        if not isinstance(seq, int):
+            raise ValueError("`seq` is not an integer")
+        return cls(raw["id"], raw["op"], raw["memory"], raw["at"], data, seq)
+
+
+_last_seq = 0
+
+
+def next_seq() -> int:
+    """Returns a strictly increasing number (nanoseconds since the epoch, bumped on ties)."""
+    global _last_seq
+    _last_seq = max(time.time_ns(), _last_seq + 1)
+    return _last_seq
+
+
+def new_id(prefix: str = "") -> str:
+    return prefix + uuid.uuid4().hex[:16]
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime(TIME_FORMAT)
+
+
+def parse_time(text: str) -> datetime:
+    """Returns an aware UTC datetime from "YYYY-MM-DD HH:MM:SS" (or ISO 8601); raises ValueError."""
+    try:
+        moment = datetime.strptime(text, TIME_FORMAT)
+    except ValueError:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def append_events(engram_dir: Path, events: Iterable[MemoryEvent]) -> None:
+    """Appends events to the journal and fsyncs before returning: an answered write survives a crash."""
+    lines = "".join(json.dumps(e.to_dict(), ensure_ascii=False, sort_keys=True) + "\n" for e in events)
+    if not lines:
+        return
+    engram_dir.mkdir(parents=True, exist_ok=True)
+    path = engram_dir / JOURNAL
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(lines)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_journal(engram_dir: Path) -> tuple[list[MemoryEvent], list[BuildWarning]]:
+    """Returns the journal's events and a warning for each line that cannot be used (never dropped silently)."""
+    path = engram_dir / JOURNAL
+    if not path.is_file():
+        return [], []
+    events: list[MemoryEvent] = []
+    warnings: list[BuildWarning] = []
+    shown = f".engram/{JOURNAL}"
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            events.append(MemoryEvent.from_dict(json.loads(line)))
+        except ValueError as error:  # json.JSONDecodeError is a ValueError too
+            warnings.append(BuildWarning(shown, number, f"journal line skipped: {error}", "journal"))
+    return events, warnings
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            # A crash mid-append can leave a torn last line; decode errors are reported, not fatal.
+            yield number, raw.decode("utf-8", errors="replace")
