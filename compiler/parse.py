@@ -168,10 +168,12 @@ def _yaml_error_line(exc: yaml.YAMLError) -> int:
     context_mark = getattr(exc, "context_mark", None)
     # Hitting the end of the YAML ("an unclosed quote") is reported at the end; the line
     # where the unfinished quote or bracket opened is the one to fix.
+    problem_mark = getattr(exc, "problem_mark", None)
+    at_end = problem_mark is not None and problem_mark.index >= len(problem_mark.buffer or "") - 1
     problem = str(getattr(exc, "problem", "") or "")
-    if context_mark is not None and ("end of stream" in problem or "<stream end>" in problem):
+    if context_mark is not None and (at_end or "end of stream" in problem or "<stream end>" in problem):
         return context_mark.line + 2
-    mark = getattr(exc, "problem_mark", None) or context_mark
+    mark = problem_mark or context_mark
     return mark.line + 2 if mark is not None else 1
 
 

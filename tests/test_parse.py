@@ -213,7 +213,7 @@ def test_broken_yaml_warns_with_the_file_line_and_still_indexes_the_body():
     raw = b"---\ntitle: fine\ntags: [a, b\nnext: x\n---\n# Body\n[[StillFound]]\n"
     note, warnings = parse_note("n.md", raw)
     assert note is not None
-    assert [(w.kind, w.line) for w in warnings] == [("frontmatter", 4)]
+    assert [(w.kind, w.line) for w in warnings] == [("frontmatter", 3)]  # where the unclosed bracket opened
     assert not note.frontmatter_valid and note.frontmatter == {}
     assert note.links == (Link("StillFound", 7, "wikilink"),)
     assert note.headings == (Heading("Body", 1, 6),)
