@@ -37,7 +37,8 @@ from compiler.settings import load_settings  # noqa: E402
 from compiler.state import load_state  # noqa: E402
 
 EXAMPLE_VAULT = REPO / "vault-example"
-DERIVED = (".engram", "_engram")  # left out of the example copy: we compile from scratch
+# Derived state left out of the example copy, so it compiles from scratch (memory chunks, if any, stay).
+DERIVED = {".": ("_engram",), ".engram": ("cache", "lock", "journal.jsonl")}
 SEARCH_WORDS = "latency budget for the deployment pipeline"
 QUERY_WORDS = "how do we roll back a failed deployment?"
 SEARCH_RUNS = 5
@@ -203,11 +204,10 @@ def timed(action: Callable[[], T]) -> tuple[T, float]:
 
 def load_model(model: str) -> tuple[Embedder, float]:
     """Returns the loaded embedder and the seconds to import, load and embed one text."""
-    def load() -> Embedder:
-        embedder = load_embedder(model)
-        embedder.embed(["warm up the model once"])
-        return embedder
-    return timed(load)
+    start = time.perf_counter()
+    embedder = load_embedder(model)
+    embedder.embed(["warm up the model once"])
+    return embedder, time.perf_counter() - start
 
 
 def compiled_texts(vault: Path) -> list[str]:
@@ -262,7 +262,8 @@ def full_compile(vault: Path, embedder: Embedder, label: str) -> dict[str, Any]:
     embed = timed(lambda: embedder.embed(texts))[1]
     return {"notes": report.notes, "sections": report.sections, "embedded": report.embedded,
             "texts_timed": len(texts), "pages_written": len(report.written), "links": report.links,
-            "warnings": len(report.warnings), "compile_s": seconds, "embedding_s": embed,
+            "warnings": len(report.warnings), "memories": getattr(report, "memories", {}).get("live", 0),
+            "compile_s": seconds, "embedding_s": embed,
             "compile_vs_embedding": seconds / embed, "notes_per_s": report.notes / seconds,
             "sections_per_s": report.sections / seconds, "embedding_sections_per_s": len(texts) / embed}
 
@@ -296,8 +297,7 @@ def cold_cli(vault: Path) -> dict[str, Any]:
 
 def peak_rss_mb() -> float:
     """Returns this process's peak resident memory in MB (ru_maxrss is KB on Linux, bytes on macOS)."""
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -305,24 +305,23 @@ def peak_rss_mb() -> float:
 
 def copy_example(target: Path) -> Path:
     """Copies vault-example/ without its derived folders; returns the copy."""
-    shutil.copytree(EXAMPLE_VAULT, target, ignore=lambda folder, names: [n for n in names
-                    if Path(folder) == EXAMPLE_VAULT and n in DERIVED])
+    def derived(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if n in DERIVED.get(Path(folder).relative_to(EXAMPLE_VAULT).as_posix(), ())]
+    shutil.copytree(EXAMPLE_VAULT, target, ignore=derived)
     return target
 
 
 def run(notes: int, seed: int, workdir: Path) -> dict[str, Any]:
     """Runs every measurement in `workdir`; returns all figures as one dict."""
     example = copy_example(workdir / "example")
-    model = load_settings(example).model
     log("loading the model")
-    embedder, load_s = load_model(model)
+    embedder, load_s = load_model(load_settings(example).model)
     # The 1-minute load average shows how much others' work shared the 2 cores with us.
     figures: dict[str, Any] = {"model": embedder.identity, "model_load_s": load_s, "machine": {
         "cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_start": round(os.getloadavg()[0], 2)}}
     figures["example"] = full_compile(example, embedder, "example vault")
     log(f"generating a {notes}-note vault (seed {seed})")
-    synthetic = workdir / "synthetic"
-    files, generate_s = timed(lambda: generate_vault(synthetic, notes, seed))
+    files, generate_s = timed(lambda: generate_vault(synthetic := workdir / "synthetic", notes, seed))
     figures["synthetic"] = full_compile(synthetic, embedder, f"{notes}-note vault") | {"generate_s": generate_s}
     embed_s = figures["synthetic"]["embedding_s"]
     figures["noop"] = recompile(synthetic, embed_s, "no-op recompile")
@@ -341,7 +340,8 @@ def row(label: str, seconds: float, note: str = "") -> str:
 def vault_rows(name: str, v: dict[str, Any]) -> list[str]:
     """Returns the lines of one full compile: what was built, pure embedding, compile."""
     lines = [f"{name} ({v['notes']} notes): {v['sections']} sections, {v['embedded']} embedded, "
-             f"{v['pages_written']} pages, {v['links']['total']} links ({v['links']['broken']} broken)",
+             f"{v['pages_written']} pages, {v['links']['total']} links ({v['links']['broken']} broken)"
+             + (f", {v['memories']} live memories" if v["memories"] else ""),
              row("pure embedding of the same texts", v["embedding_s"], f"{v['embedding_sections_per_s']:.1f} sections/s"),
              row(f"full compile {v['notes']} notes", v["compile_s"],
                  f"{v['compile_vs_embedding']:.2f}× embedding · {v['notes_per_s']:.1f} notes/s · "

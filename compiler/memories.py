@@ -54,8 +54,8 @@ class MemoryService:
         self._identity = embedder.identity if embedder else model_identity(settings.model)
         self._fixed_now = now or (parse_time(settings.now) if settings.now else None)
         self._index: MemoryIndex | None = None
-        self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.merge_max_chars,
-                                 settings.associate_min, settings.associate_max)
+        self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.replace_min,
+                                 settings.merge_max_chars, settings.associate_min, settings.associate_max)
 
     def __enter__(self) -> "MemoryService":
         return self
@@ -267,7 +267,7 @@ def read_import_file(path: Path) -> tuple[list[MemoryInput], list[BuildWarning]]
     items: list[MemoryInput] = []
     warnings: list[BuildWarning] = []
     allowed = {"content", "title", "project", "category", "importance", "created_at", "source_id", "type",
-               "topic_key", "scope", "session_id"}
+               "topic_key", "scope", "session_id", "kind", "fields"}
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue

@@ -104,7 +104,9 @@ def _saved(event: MemoryEvent) -> Observation:
         content=str(data.get("content", "")), type=str(data.get("type", "note")),
         category=str(data.get("category", "fact")), kind=str(data.get("kind", "memory")),
         importance=float(data.get("importance", 0.5)), created_at=str(data.get("created_at") or event.at),
-        updated_at=event.at, reinforced_at=event.at, topic_key=str(data.get("topic_key", "")),
+        # An imported memory decays from when it was created, not from when it arrived.
+        updated_at=event.at, reinforced_at=str(data.get("created_at") or event.at),
+        topic_key=str(data.get("topic_key", "")),
         scope=str(data.get("scope", "")), session_id=str(data.get("session_id", "")),
         sources=_merge_sources((event.memory,), data.get("sources", ())),
         links=tuple((str(o), float(w)) for o, w in data.get("links", ())), fields=dict(data.get("fields", {})))

@@ -2,10 +2,14 @@
 
 A pure decision over the nearest existing memories (found through the vector index):
 
-    cosine ≥ merge_min and contradictory       → REPLACE (the old content stays as history)
+    cosine ≥ replace_min and contradictory     → REPLACE (the old content stays as history)
     cosine ≥ reinforce_min                     → REINFORCE (recall_count + 1, no new record)
     merge_min ≤ cosine < reinforce_min          → MERGE (unless the merged text would grow too long)
     otherwise                                  → NEW, with association links to close memories
+
+The contradiction check reaches further down than merging (replace_min < merge_min): with
+MiniLM, "prefers TypeScript" and "abandons TypeScript for Go" are only 0.55 similar, while
+distinct statements on one topic are often 0.65–0.8 similar and must not be fused.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from dataclasses import dataclass
 from compiler.memory_model import Observation
 
 
+CONTRADICTION_CANDIDATES = 3  # the closest memories checked for a contradiction
+
+
 @dataclass(frozen=True)
 class Thresholds:
-    reinforce_min: float = 0.90
-    merge_min: float = 0.80
+    reinforce_min: float = 0.95
+    merge_min: float = 0.90
+    replace_min: float = 0.50
     merge_max_chars: int = 1000
     associate_min: float = 0.50
     associate_max: int = 5
@@ -41,11 +49,14 @@ def decide(content: str, nearest: Sequence[tuple[Observation, float]], limits: T
     from compiler.contradiction import check_contradiction
 
     ranked = sorted(nearest, key=lambda pair: (-pair[1], pair[0].id))
-    if ranked and ranked[0][1] >= limits.merge_min:
-        target, cosine = ranked[0]
+    for target, cosine in ranked[:CONTRADICTION_CANDIDATES]:
+        if cosine < limits.replace_min:
+            break
         verdict = check_contradiction(target.content, content)
         if verdict.contradicts:
             return Decision("replaced", target.id, cosine, verdict.reason, content)
+    if ranked and ranked[0][1] >= limits.merge_min:
+        target, cosine = ranked[0]
         if cosine >= limits.reinforce_min:
             return Decision("reinforced", target.id, cosine, "same statement")
         merged = merge_text(target.content, content)

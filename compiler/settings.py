@@ -35,12 +35,13 @@ class Settings:
     templates: str = ""  # vault-relative folder of template overrides
     now: str = ""  # pin the memory clock ("YYYY-MM-DD HH:MM:SS" UTC): reproducible pages and tests
     # Memory write path, calibrated for the bundled MiniLM (see README "Calibration"):
-    reinforce_min: float = 0.90  # a write this close to a memory is the same statement: reinforce it
-    merge_min: float = 0.80  # between this and reinforce_min: same topic → replace if contradictory, else merge
+    reinforce_min: float = 0.95  # a write this close to a memory is the same statement: reinforce it
+    merge_min: float = 0.90  # between this and reinforce_min: the same fact, worded differently → merge
+    replace_min: float = 0.50  # from here up, a contradiction of a close memory replaces it
     merge_max_chars: int = 1000  # a merge that would grow a memory past this stays a new memory
     associate_min: float = 0.50  # association edges between memories
     associate_max: int = 5
-    consolidate_min: float = 0.90  # maintenance folds clusters this close into their most important member
+    consolidate_min: float = 0.95  # maintenance folds clusters this close into their most important member
     maintenance_hours: float = 12.0
     extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, kept for later stages
 
