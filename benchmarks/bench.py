@@ -42,6 +42,7 @@ DERIVED = {".": ("_engram",), ".engram": ("cache", "lock", "journal.jsonl")}
 SEARCH_WORDS = "latency budget for the deployment pipeline"
 QUERY_WORDS = "how do we roll back a failed deployment?"
 SEARCH_RUNS = 5
+STARTED = time.perf_counter()  # progress lines show the seconds since this
 T = TypeVar("T")
 
 # --- synthetic text: a small vocabulary and sentence templates (no real corpus) -------------
@@ -70,24 +71,19 @@ TEMPLATES = [
     "The {adj} {noun} {verbs} the {noun} {prep} the {noun}.", "We {verb} the {noun} {adv} because the {noun} is {adj}.",
     "{Adj} {noun}s make the {noun} {adj}, so we {verb} them {prep} every {noun}.",
     "After the {noun} {verbs}, the {noun} team will {verb} the {adj} {noun}.",
-    "Nobody wants to {verb} a {adj} {noun} {prep} a {adj} {noun}.",
+    "Nobody wants to {verb} the {adj} {noun} {prep} this {adj} {noun}.",
     "Open question: should we {verb} the {noun} or {verb} the {noun} {adv}?",
     "The {noun} {verbs} {adv}; the {noun} {prep} it stays {adj}.",
     "Next step: {verb} the {noun} and {verb} the {adj} {noun} {prep} the {noun}."]
 TOP_FOLDERS = ["Projects", "Areas", "Resources", "Meetings", "Journal", "People", "Archive", "Inbox"]
 
 
-def verbs_form(verb: str) -> str:
-    """Returns the third-person singular of a vocabulary verb."""
-    return verb + ("es" if verb.endswith(("s", "sh", "ch", "x")) else "s")
-
-
 def sentence(rng: random.Random) -> str:
     """Returns one sentence made from a random template and the vocabulary."""
     fill = {"noun": lambda: rng.choice(NOUNS), "verb": lambda: rng.choice(VERBS),
-            "verbs": lambda: verbs_form(rng.choice(VERBS)), "adj": lambda: rng.choice(ADJECTIVES),
-            "Adj": lambda: rng.choice(ADJECTIVES).capitalize(), "adv": lambda: rng.choice(ADVERBS),
-            "prep": lambda: rng.choice(PREPOSITIONS)}
+            "verbs": lambda: re.sub(r"(s|sh|ch|x)$", r"\1e", rng.choice(VERBS)) + "s",  # "fixes", "ships"
+            "adj": lambda: rng.choice(ADJECTIVES), "Adj": lambda: rng.choice(ADJECTIVES).capitalize(),
+            "adv": lambda: rng.choice(ADVERBS), "prep": lambda: rng.choice(PREPOSITIONS)}
     return re.sub(r"\{(\w+)\}", lambda m: fill[m.group(1)](), rng.choice(TEMPLATES))
 
 
@@ -188,18 +184,16 @@ def generate_vault(root: Path, count: int, seed: int) -> list[Path]:
 
 # --- measuring ------------------------------------------------------------------------------
 
-STARTED = time.perf_counter()
-
 
 def log(message: str) -> None:
+    """Prints a progress line on stderr, stamped with the seconds since start."""
     print(f"[{time.perf_counter() - STARTED:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def timed(action: Callable[[], T]) -> tuple[T, float]:
     """Returns (what `action` returned, seconds it took)."""
     start = time.perf_counter()
-    result = action()
-    return result, time.perf_counter() - start
+    return action(), time.perf_counter() - start
 
 
 def load_model(model: str) -> tuple[Embedder, float]:
@@ -263,9 +257,9 @@ def full_compile(vault: Path, embedder: Embedder, label: str) -> dict[str, Any]:
     return {"notes": report.notes, "sections": report.sections, "embedded": report.embedded,
             "texts_timed": len(texts), "pages_written": len(report.written), "links": report.links,
             "warnings": len(report.warnings), "memories": getattr(report, "memories", {}).get("live", 0),
-            "compile_s": seconds, "embedding_s": embed,
-            "compile_vs_embedding": seconds / embed, "notes_per_s": report.notes / seconds,
-            "sections_per_s": report.sections / seconds, "embedding_sections_per_s": len(texts) / embed}
+            "compile_s": seconds, "embedding_s": embed, "compile_vs_embedding": seconds / embed,
+            "notes_per_s": report.notes / seconds, "sections_per_s": report.sections / seconds,
+            "embedding_sections_per_s": len(texts) / embed}
 
 
 def recompile(vault: Path, embed_s: float, label: str) -> dict[str, Any]:
@@ -290,14 +284,16 @@ def cold_cli(vault: Path) -> dict[str, Any]:
     query_s, query_mb = run_cli("query", "--vault", str(vault), QUERY_WORDS)
     log("cold engram compile (no-op) ×1")
     noop_s, noop_mb = run_cli("compile", "-q", str(vault))
-    return {"search_median_s": statistics.median(s for s, _ in searches), "search_runs_s": [s for s, _ in searches],
+    runs = [s for s, _ in searches]
+    return {"search_median_s": statistics.median(runs), "search_runs_s": runs,
             "search_peak_rss_mb": max(mb for _, mb in searches), "query_s": query_s, "query_peak_rss_mb": query_mb,
             "compile_noop_s": noop_s, "compile_noop_peak_rss_mb": noop_mb}
 
 
 def peak_rss_mb() -> float:
     """Returns this process's peak resident memory in MB (ru_maxrss is KB on Linux, bytes on macOS)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    kilobytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform == "darwin" else 1)
+    return kilobytes / 1024
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -321,7 +317,8 @@ def run(notes: int, seed: int, workdir: Path) -> dict[str, Any]:
         "cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_start": round(os.getloadavg()[0], 2)}}
     figures["example"] = full_compile(example, embedder, "example vault")
     log(f"generating a {notes}-note vault (seed {seed})")
-    files, generate_s = timed(lambda: generate_vault(synthetic := workdir / "synthetic", notes, seed))
+    synthetic = workdir / "synthetic"
+    files, generate_s = timed(lambda: generate_vault(synthetic, notes, seed))
     figures["synthetic"] = full_compile(synthetic, embedder, f"{notes}-note vault") | {"generate_s": generate_s}
     embed_s = figures["synthetic"]["embedding_s"]
     figures["noop"] = recompile(synthetic, embed_s, "no-op recompile")
@@ -332,6 +329,7 @@ def run(notes: int, seed: int, workdir: Path) -> dict[str, Any]:
     figures["machine"]["load_avg_end"] = round(os.getloadavg()[0], 2)
     return figures
 
+
 def row(label: str, seconds: float, note: str = "") -> str:
     """Returns one table line: label, seconds, then free text."""
     return f"  {label:<40}{seconds:>8.2f} s   {note}".rstrip()
@@ -339,10 +337,10 @@ def row(label: str, seconds: float, note: str = "") -> str:
 
 def vault_rows(name: str, v: dict[str, Any]) -> list[str]:
     """Returns the lines of one full compile: what was built, pure embedding, compile."""
+    memories = f", {v['memories']} live memories" if v["memories"] else ""
     lines = [f"{name} ({v['notes']} notes): {v['sections']} sections, {v['embedded']} embedded, "
-             f"{v['pages_written']} pages, {v['links']['total']} links ({v['links']['broken']} broken)"
-             + (f", {v['memories']} live memories" if v["memories"] else ""),
-             row("pure embedding of the same texts", v["embedding_s"], f"{v['embedding_sections_per_s']:.1f} sections/s"),
+             f"{v['pages_written']} pages, {v['links']['total']} links ({v['links']['broken']} broken){memories}",
+             row("pure embedding of the same texts", v["embedding_s"], f"{v['embedding_sections_per_s']:.1f} texts/s"),
              row(f"full compile {v['notes']} notes", v["compile_s"],
                  f"{v['compile_vs_embedding']:.2f}× embedding · {v['notes_per_s']:.1f} notes/s · "
                  f"{v['sections_per_s']:.1f} sections/s")]
@@ -364,7 +362,8 @@ def cli_rows(cli: dict[str, Any]) -> list[str]:
             row(f"engram search (median of {len(cli['search_runs_s'])})", cli["search_median_s"],
                 f"runs: {runs} · peak RSS {cli['search_peak_rss_mb']:.0f} MB"),
             row("engram query (once, loads the model)", cli["query_s"], f"peak RSS {cli['query_peak_rss_mb']:.0f} MB"),
-            row("engram compile, no-op (once)", cli["compile_noop_s"], f"peak RSS {cli['compile_noop_peak_rss_mb']:.0f} MB")]
+            row("engram compile, no-op (once)", cli["compile_noop_s"],
+                f"peak RSS {cli['compile_noop_peak_rss_mb']:.0f} MB")]
 
 
 def table(f: dict[str, Any]) -> str:
@@ -383,6 +382,7 @@ def table(f: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parses the flags, runs the benchmark in a temporary folder, prints the figures; returns 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=2000, help="synthetic vault size (default 2000)")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the synthetic vault")

@@ -15,6 +15,8 @@ import pytest
 from compiler.build import compile_vault
 from compiler.embed import load_embedder
 from compiler.fts import KeywordIndex
+from compiler.memories import MemoryService, read_import_file
+from compiler.recall import recall
 from compiler.search import Filters, hybrid_search, keyword_search
 from compiler.settings import load_settings
 from tests.conftest import EXAMPLE_VAULT
@@ -26,7 +28,11 @@ pytestmark = pytest.mark.integration
 def compiled(tmp_path_factory) -> tuple[Path, object]:
     vault = tmp_path_factory.mktemp("example") / "vault"
     shutil.copytree(EXAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".engram", "_engram"))
-    report = compile_vault(vault, load_settings(vault))
+    settings = load_settings(vault)  # the example pins `now`, so memory strengths are reproducible
+    with MemoryService(vault, settings) as memories:
+        items, warnings = read_import_file(vault / "agent-memories.jsonl")
+        assert not warnings and memories.add_many(items)["actions"] == {"new": 20}
+    report = compile_vault(vault, settings)
     return vault, report
 
 
@@ -85,3 +91,22 @@ def test_keyword_search_folds_accents_and_filters_by_tag(compiled):
     tags = {path: row.tags.split() for path, row in index.notes(h["file"] for h in everything).items()}
     assert 0 < len(tagged) < len(everything)
     assert all(any(t == "payments" or t.startswith("payments/") for t in tags[h["file"]]) for h in tagged)
+
+
+def test_memory_pages_and_recall_on_the_demo_project(compiled):
+    vault, report = compiled
+    assert report.memories["live"] + report.memories["archived"] == 20 and report.memories["archived"] > 0
+    assert "water the office plant" in (vault / "_engram/memory/archive.md").read_text()  # faded since September
+    project = (vault / "_engram/projects/acme-payments.md").read_text()
+    assert "login-refactor" in project and "pie title Failures by component" in project
+    with MemoryService(vault, load_settings(vault)) as memories:
+        hits = recall(memories, "how do we roll back a bad deploy?", 3, project="acme-payments", reinforce=False)
+        replaced = memories.add(memories_input("The team decided to abandon TypeScript for Go in new backend services"))
+    assert hits[0]["title"].startswith("Deploys are blue-green")
+    assert replaced["action"] == "replaced" and "typescript" in replaced["reason"]
+
+
+def memories_input(content: str):
+    from compiler.memory_input import MemoryInput
+
+    return MemoryInput(content=content, project="acme-payments", category="strategy")
