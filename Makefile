@@ -18,9 +18,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install
+	$(ENGRAM) memory import --vault vault-example vault-example/agent-memories.jsonl
 	$(ENGRAM) compile vault-example
 	$(ENGRAM) search --vault vault-example "incident runbook" -n 3
 	$(ENGRAM) query --vault vault-example "how do we deploy the payments service?" -n 3
+	$(ENGRAM) recall --vault vault-example --no-reinforce "how do we roll back a deploy?" -n 3
 
 compile: install
 	$(ENGRAM) compile vault-example
