@@ -22,7 +22,7 @@ from compiler.embed import Embedder, load_embedder, model_identity
 from compiler.lock import writer_lock
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id, parse_time, read_journal
 from compiler.memory_input import MemoryInput, MemoryInputError, event_data, validate
-from compiler.memory_model import Observation, archived, fold
+from compiler.memory_model import IncrementalFold, Observation, archived
 from compiler.memory_store import MemoryIndex, memory_text, sync_index
 from compiler.records import BuildWarning
 from compiler.resolve import Decision, Thresholds, decide
@@ -54,6 +54,7 @@ class MemoryService:
         self._identity = embedder.identity if embedder else model_identity(settings.model)
         self._fixed_now = now or (parse_time(settings.now) if settings.now else None)
         self._index: MemoryIndex | None = None
+        self._fold = IncrementalFold()
         self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.replace_min,
                                  settings.merge_max_chars, settings.associate_min, settings.associate_max)
 
@@ -78,7 +79,8 @@ class MemoryService:
         return read_journal(self.engram)
 
     def state(self) -> dict[str, Observation]:
-        return fold(self.events()[0])
+        """Returns every memory (live or not) folded from the events; a copy the caller may change."""
+        return dict(self._fold.update(self.events()[0]))
 
     def live(self, state: dict[str, Observation] | None = None) -> dict[str, Observation]:
         """Returns live, unarchived memories at `now`."""

@@ -11,9 +11,10 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,7 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime(TIME_FORMAT)
 
 
+@lru_cache(maxsize=200_000)
 def parse_time(text: str) -> datetime:
     """Returns an aware UTC datetime from "YYYY-MM-DD HH:MM:SS" (or ISO 8601); raises ValueError."""
     try:
@@ -98,32 +100,60 @@ def append_events(engram_dir: Path, events: Iterable[MemoryEvent]) -> None:
         return
     engram_dir.mkdir(parents=True, exist_ok=True)
     path = engram_dir / JOURNAL
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(lines)
+    with open(path, "a+b") as handle:
+        if handle.tell() > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                lines = "\n" + lines  # a line torn by a crash stays one bad line; ours start clean
+        handle.write(lines.encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
 
 
+@dataclass
+class _JournalCache:
+    inode: int = -1
+    offset: int = 0  # bytes parsed so far (always at a line end)
+    lines: int = 0
+    events: list[MemoryEvent] = field(default_factory=list)
+    warnings: list[BuildWarning] = field(default_factory=list)
+
+
+_CACHES: dict[str, _JournalCache] = {}
+
+
 def read_journal(engram_dir: Path) -> tuple[list[MemoryEvent], list[BuildWarning]]:
-    """Returns the journal's events and a warning for each line that cannot be used (never dropped silently)."""
+    """Returns the journal's events and a warning for each line that cannot be used (never dropped silently).
+
+    The journal is append-only: a process that reads it again parses only the lines added since
+    (a replaced or truncated file is read whole again).
+    """
     path = engram_dir / JOURNAL
     if not path.is_file():
         return [], []
-    events: list[MemoryEvent] = []
-    warnings: list[BuildWarning] = []
+    key = str(path.resolve())
+    stat = path.stat()
+    cache = _CACHES.get(key)
+    if cache is None or cache.inode != stat.st_ino or stat.st_size < cache.offset:
+        cache = _CACHES[key] = _JournalCache(inode=stat.st_ino)
+    if stat.st_size > cache.offset:
+        _read_more(path, cache)
+    return list(cache.events), list(cache.warnings)
+
+
+def _read_more(path: Path, cache: _JournalCache) -> None:
     shown = f".engram/{JOURNAL}"
-    for number, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            events.append(MemoryEvent.from_dict(json.loads(line)))
-        except ValueError as error:  # json.JSONDecodeError is a ValueError too
-            warnings.append(BuildWarning(shown, number, f"journal line skipped: {error}", "journal"))
-    return events, warnings
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            # A crash mid-append can leave a torn last line; decode errors are reported, not fatal.
-            yield number, raw.decode("utf-8", errors="replace")
+        handle.seek(cache.offset)
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break  # a line still being written (or torn by a crash): read it once it is complete
+            cache.offset += len(raw)
+            cache.lines += 1
+            line = raw.decode("utf-8", errors="replace")
+            if not line.strip():
+                continue
+            try:
+                cache.events.append(MemoryEvent.from_dict(json.loads(line)))
+            except ValueError as error:  # json.JSONDecodeError is a ValueError too
+                cache.warnings.append(BuildWarning(shown, cache.lines, f"journal line skipped: {error}", "journal"))

@@ -231,3 +231,15 @@ def test_human_edit_of_an_observation_page_becomes_an_update(vault, fake_embedde
     assert obs.content == "The API rate limit is 250 requests per minute"
     assert obs.history[-1].content == "The API rate limit is 100 requests per minute"
     assert "250 requests" in page.read_text()
+
+
+def test_a_torn_journal_line_is_reported_and_later_writes_survive(vault, fake_embedder):
+    with service(vault, fake_embedder) as memories:
+        memories.add(MemoryInput("Before the crash", project="p"))
+    with open(vault / ".engram" / "journal.jsonl", "ab") as journal:
+        journal.write(b'{"id": "ev-torn", "op": "sa')  # a crash in the middle of an append
+    with service(vault, fake_embedder) as memories:
+        after = memories.add(MemoryInput("After the crash, on another topic entirely", project="p"))
+        events, warnings = memories.events()
+        assert after["id"] in memories.state()
+    assert len(events) == 2 and [w.line for w in warnings] == [2] and "journal line skipped" in warnings[0].message
