@@ -32,6 +32,7 @@ test: install
 
 bench: install
 	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/bench_memory.py
 
 clean:
 	rm -rf $(VENV) vault-example/.engram/cache

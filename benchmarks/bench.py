@@ -190,10 +190,15 @@ def log(message: str) -> None:
     print(f"[{time.perf_counter() - STARTED:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def timed(action: Callable[[], T]) -> tuple[T, float]:
-    """Returns (what `action` returned, seconds it took)."""
-    start = time.perf_counter()
-    return action(), time.perf_counter() - start
+def timed(action: Callable[[], T]) -> tuple[T, float, float]:
+    """Returns (what `action` returned, wall-clock seconds, CPU seconds of this process).
+
+    CPU time counts all our threads and none of anyone else's work: on a shared machine it is far
+    steadier than wall time (five identical embedding runs here: wall 8–16 s, CPU 10.7–11.1 s).
+    """
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = action()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def load_model(model: str) -> tuple[Embedder, float]:
@@ -228,45 +233,57 @@ def child_peak_mb(pid: int, peak: list[float], done: threading.Event) -> None:
         peak[0] = max(peak[0], int(line.split()[1]) / 1024)
 
 
-def run_cli(*args: str) -> tuple[float, float]:
-    """Runs `engram ARGS` in a fresh process; returns (wall-clock seconds, its peak RSS in MB)."""
+def run_cli(*args: str) -> tuple[float, float, float]:
+    """Runs `engram ARGS` in a fresh process; returns its wall-clock seconds, CPU seconds and peak RSS in MB."""
     engram = Path(sys.executable).parent / "engram"
     peak, done = [0.0], threading.Event()
     with tempfile.TemporaryFile() as errors:
-        start = time.perf_counter()
+        start, before = time.perf_counter(), children_cpu()
         process = subprocess.Popen([str(engram), *args], stdout=subprocess.DEVNULL, stderr=errors)
         watcher = threading.Thread(target=child_peak_mb, args=(process.pid, peak, done), daemon=True)
         watcher.start()
         code = process.wait()
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, children_cpu() - before
         done.set()
         watcher.join()
         if code != 0:
             errors.seek(0)
             raise RuntimeError(f"engram {' '.join(args)} exited {code}: {errors.read().decode(errors='replace')}")
-    return seconds, peak[0]
+    return seconds, cpu, peak[0]
+
+
+def children_cpu() -> float:
+    """Returns the CPU seconds of all our finished children (unlike ru_maxrss, not inherited)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def full_compile(vault: Path, embedder: Embedder, label: str) -> dict[str, Any]:
     """Full compile of `vault`, then the pure embedding of the same texts; returns the figures."""
     log(f"{label}: full compile")
-    report, seconds = timed(lambda: compile_vault(vault, load_settings(vault)))
+    report, wall, cpu = timed(lambda: compile_vault(vault, load_settings(vault)))
     texts = compiled_texts(vault)
     log(f"{label}: pure embedding of {len(texts)} section texts (one call: no cache, index or I/O)")
-    embed = timed(lambda: embedder.embed(texts))[1]
+    _, embed_wall, embed_cpu = timed(lambda: embedder.embed(texts))
     return {"notes": report.notes, "sections": report.sections, "embedded": report.embedded,
             "texts_timed": len(texts), "pages_written": len(report.written), "links": report.links,
             "warnings": len(report.warnings), "memories": getattr(report, "memories", {}).get("live", 0),
-            "compile_s": seconds, "embedding_s": embed, "compile_vs_embedding": seconds / embed,
-            "notes_per_s": report.notes / seconds, "sections_per_s": report.sections / seconds,
-            "embedding_sections_per_s": len(texts) / embed}
+            "embedding_s": embed_wall, "embedding_cpu_s": embed_cpu, **ratios(wall, cpu, embed_wall, embed_cpu),
+            "notes_per_s": report.notes / wall, "sections_per_s": report.sections / wall,
+            "embedding_texts_per_s": len(texts) / embed_wall}
 
 
-def recompile(vault: Path, embed_s: float, label: str) -> dict[str, Any]:
-    """Compiles `vault` again; returns seconds, ratio to the full embedding time, and work done."""
+def ratios(wall: float, cpu: float, embed_wall: float, embed_cpu: float) -> dict[str, float]:
+    """Returns a compile's wall and CPU seconds, and each as a ratio to the pure embedding's."""
+    return {"compile_s": wall, "compile_cpu_s": cpu, "compile_vs_embedding": wall / embed_wall,
+            "compile_vs_embedding_cpu": cpu / embed_cpu}
+
+
+def recompile(vault: Path, full: dict[str, Any], label: str) -> dict[str, Any]:
+    """Compiles `vault` again; returns its times, their ratios to the full compile's embedding, and work done."""
     log(label)
-    report, seconds = timed(lambda: compile_vault(vault, load_settings(vault)))
-    return {"compile_s": seconds, "compile_vs_embedding": seconds / embed_s, "changed": len(report.changed),
+    report, wall, cpu = timed(lambda: compile_vault(vault, load_settings(vault)))
+    return {**ratios(wall, cpu, full["embedding_s"], full["embedding_cpu_s"]), "changed": len(report.changed),
             "embedded": report.embedded, "pages_written": len(report.written)}
 
 
@@ -281,13 +298,14 @@ def cold_cli(vault: Path) -> dict[str, Any]:
     log(f"cold engram search ×{SEARCH_RUNS}")
     searches = [run_cli("search", "--vault", str(vault), SEARCH_WORDS) for _ in range(SEARCH_RUNS)]
     log("cold engram query ×1")
-    query_s, query_mb = run_cli("query", "--vault", str(vault), QUERY_WORDS)
+    query = run_cli("query", "--vault", str(vault), QUERY_WORDS)
     log("cold engram compile (no-op) ×1")
-    noop_s, noop_mb = run_cli("compile", "-q", str(vault))
-    runs = [s for s, _ in searches]
-    return {"search_median_s": statistics.median(runs), "search_runs_s": runs,
-            "search_peak_rss_mb": max(mb for _, mb in searches), "query_s": query_s, "query_peak_rss_mb": query_mb,
-            "compile_noop_s": noop_s, "compile_noop_peak_rss_mb": noop_mb}
+    noop = run_cli("compile", "-q", str(vault))
+    return {"search_median_s": statistics.median(s[0] for s in searches), "search_runs_s": [s[0] for s in searches],
+            "search_cpu_median_s": statistics.median(s[1] for s in searches),
+            "search_peak_rss_mb": max(s[2] for s in searches), "query_s": query[0], "query_cpu_s": query[1],
+            "query_peak_rss_mb": query[2], "compile_noop_s": noop[0], "compile_noop_cpu_s": noop[1],
+            "compile_noop_peak_rss_mb": noop[2]}
 
 
 def peak_rss_mb() -> float:
@@ -318,21 +336,29 @@ def run(notes: int, seed: int, workdir: Path) -> dict[str, Any]:
     figures["example"] = full_compile(example, embedder, "example vault")
     log(f"generating a {notes}-note vault (seed {seed})")
     synthetic = workdir / "synthetic"
-    files, generate_s = timed(lambda: generate_vault(synthetic, notes, seed))
+    files, generate_s, _ = timed(lambda: generate_vault(synthetic, notes, seed))
     figures["synthetic"] = full_compile(synthetic, embedder, f"{notes}-note vault") | {"generate_s": generate_s}
-    embed_s = figures["synthetic"]["embedding_s"]
-    figures["noop"] = recompile(synthetic, embed_s, "no-op recompile")
+    figures["noop"] = recompile(synthetic, figures["synthetic"], "no-op recompile")
     append_paragraph(files[len(files) // 2], seed)
-    figures["one_change"] = recompile(synthetic, embed_s, "one-note-changed recompile")
+    figures["one_change"] = recompile(synthetic, figures["synthetic"], "one-note-changed recompile")
     figures["cli"] = cold_cli(synthetic)
     figures["peak_rss_mb"] = peak_rss_mb()
     figures["machine"]["load_avg_end"] = round(os.getloadavg()[0], 2)
     return figures
 
 
-def row(label: str, seconds: float, note: str = "") -> str:
-    """Returns one table line: label, seconds, then free text."""
-    return f"  {label:<40}{seconds:>8.2f} s   {note}".rstrip()
+def seconds(value: float) -> str:
+    return f"{value:.1f} s" if value >= 100 else f"{value:.2f} s"
+
+
+def times(value: float) -> str:
+    return f"{value:.2f}×" if value >= 0.1 else f"{value:.4f}×"
+
+
+def row(label: str, *cells: str, note: str = "") -> str:
+    """Returns one table line: the label, up to four cells (wall, × embedding, CPU, × embedding), a note."""
+    padded = [*cells, *[""] * (4 - len(cells))]
+    return f"  {label:<38}{''.join(f'{c:>11}' for c in padded)}   {note}".rstrip()
 
 
 def vault_rows(name: str, v: dict[str, Any]) -> list[str]:
@@ -340,43 +366,46 @@ def vault_rows(name: str, v: dict[str, Any]) -> list[str]:
     memories = f", {v['memories']} live memories" if v["memories"] else ""
     lines = [f"{name} ({v['notes']} notes): {v['sections']} sections, {v['embedded']} embedded, "
              f"{v['pages_written']} pages, {v['links']['total']} links ({v['links']['broken']} broken){memories}",
-             row("pure embedding of the same texts", v["embedding_s"], f"{v['embedding_sections_per_s']:.1f} texts/s"),
-             row(f"full compile {v['notes']} notes", v["compile_s"],
-                 f"{v['compile_vs_embedding']:.2f}× embedding · {v['notes_per_s']:.1f} notes/s · "
-                 f"{v['sections_per_s']:.1f} sections/s")]
+             row("pure embedding of the same texts", seconds(v["embedding_s"]), times(1), seconds(v["embedding_cpu_s"]),
+                 times(1), note=f"{v['embedding_texts_per_s']:.1f} texts/s"),
+             compile_row(f"full compile {v['notes']} notes", v,
+                         f"{v['notes_per_s']:.1f} notes/s · {v['sections_per_s']:.1f} sections/s")]
     if v["texts_timed"] != v["embedded"]:
         lines.append(f"  note: {v['texts_timed']} texts timed but the compile embedded {v['embedded']}")
     return lines
 
 
-def recompile_row(label: str, v: dict[str, Any]) -> str:
-    """Returns the line of one incremental compile, with the work it did."""
-    return row(label, v["compile_s"], f"{v['compile_vs_embedding']:.4f}× embedding · changed {v['changed']}, "
-               f"embedded {v['embedded']}, written {v['pages_written']}")
+def compile_row(label: str, v: dict[str, Any], note: str) -> str:
+    """Returns the line of one compile: wall and CPU seconds, each with its ratio to the pure embedding."""
+    return row(label, seconds(v["compile_s"]), times(v["compile_vs_embedding"]), seconds(v["compile_cpu_s"]),
+               times(v["compile_vs_embedding_cpu"]), note=note)
 
 
 def cli_rows(cli: dict[str, Any]) -> list[str]:
     """Returns the lines of the cold-process timings."""
     runs = ", ".join(f"{s:.2f}" for s in cli["search_runs_s"])
     return ["cold processes on the synthetic vault:",
-            row(f"engram search (median of {len(cli['search_runs_s'])})", cli["search_median_s"],
-                f"runs: {runs} · peak RSS {cli['search_peak_rss_mb']:.0f} MB"),
-            row("engram query (once, loads the model)", cli["query_s"], f"peak RSS {cli['query_peak_rss_mb']:.0f} MB"),
-            row("engram compile, no-op (once)", cli["compile_noop_s"],
-                f"peak RSS {cli['compile_noop_peak_rss_mb']:.0f} MB")]
+            row(f"engram search (median of {len(cli['search_runs_s'])})", seconds(cli["search_median_s"]), "",
+                seconds(cli["search_cpu_median_s"]), note=f"runs {runs} · peak RSS {cli['search_peak_rss_mb']:.0f} MB"),
+            row("engram query (once, loads the model)", seconds(cli["query_s"]), "", seconds(cli["query_cpu_s"]),
+                note=f"peak RSS {cli['query_peak_rss_mb']:.0f} MB"),
+            row("engram compile, no-op (once)", seconds(cli["compile_noop_s"]), "", seconds(cli["compile_noop_cpu_s"]),
+                note=f"peak RSS {cli['compile_noop_peak_rss_mb']:.0f} MB")]
 
 
 def table(f: dict[str, Any]) -> str:
     """Returns the human-readable table of the figures."""
-    m = f["machine"]
+    m, noop, one = f["machine"], f["noop"], f["one_change"]
     return "\n".join([
         f"Engram Vault benchmark · {f['model']} · {m['cpus']} CPUs · Python {m['python']} "
         f"· load avg {m['load_avg_start']} at start, {m['load_avg_end']} at end",
-        row("model load (import + weights + 1 text)", f["model_load_s"]),
+        row("", "wall", "× embed", "CPU", "× embed"),
+        row("model load (import + weights + 1 text)", seconds(f["model_load_s"])),
         *vault_rows("example vault", f["example"]),
         *vault_rows("synthetic vault", f["synthetic"]),
-        recompile_row("no-op recompile", f["noop"]),
-        recompile_row("one-note-changed recompile", f["one_change"]),
+        compile_row("no-op recompile", noop, f"embedded {noop['embedded']}, written {noop['pages_written']}"),
+        compile_row("one-note-changed recompile", one, f"changed {one['changed']}, embedded {one['embedded']}, "
+                    f"written {one['pages_written']}"),
         *cli_rows(f["cli"]),
         f"peak RSS of this process (model + all compiles): {f['peak_rss_mb']:.0f} MB"])
 

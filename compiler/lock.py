@@ -12,6 +12,7 @@ from pathlib import Path
 
 import filelock
 
+from compiler.index_generation import publish_generation, read_generation
 
 _LOCKS: dict[str, filelock.FileLock] = {}
 
@@ -30,6 +31,12 @@ def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
     lock = _LOCKS.setdefault(path, filelock.FileLock(path, thread_local=False))
     try:
         with lock.acquire(timeout=timeout):
-            yield
+            outermost = lock.lock_counter == 1
+            seen = read_generation(engram_dir / "cache") if outermost else ""
+            try:
+                yield
+            finally:
+                if outermost:  # tell long-lived readers (the MCP server) to reopen Chroma
+                    publish_generation(engram_dir / "cache", seen)
     except filelock.Timeout as error:
         raise VaultBusyError(f"{engram_dir / 'lock'}: another engram process is writing to this vault") from error

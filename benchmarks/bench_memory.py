@@ -1,0 +1,133 @@
+"""Memory at scale: import N synthetic observations, compile, and time recall.
+
+    python benchmarks/bench_memory.py [--memories 50000] [--queries 100] [--json]
+
+Prints seconds, throughput, peak memory and recall latency (p50/p95, model loaded), plus how
+the writes resolved. Times are for this machine at this moment: compare ratios, not absolutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from compiler.build import compile_vault  # noqa: E402
+from compiler.embed import load_embedder  # noqa: E402
+from compiler.memories import MemoryService  # noqa: E402
+from compiler.memory_input import MemoryInput  # noqa: E402
+from compiler.recall import recall  # noqa: E402
+from compiler.settings import load_settings  # noqa: E402
+
+SUBJECTS = ["The payments API", "The billing worker", "Our staging cluster", "The data pipeline", "The search service",
+            "The mobile app", "The auth gateway", "The nightly backup", "The analytics warehouse", "The CI runner",
+            "The feature flag service", "The notification queue", "The invoice generator", "The fraud model",
+            "The admin dashboard", "The export job", "The webhook relay", "The image resizer", "The rate limiter",
+            "The session store"]
+VERBS = ["runs on", "depends on", "was migrated to", "is monitored with", "stores its data in", "is deployed with",
+         "times out when talking to", "caches responses from", "is owned by the team that maintains",
+         "sends alerts through", "reads configuration from", "writes audit logs to", "is load tested against",
+         "falls back to", "retries requests to"]
+OBJECTS = ["PostgreSQL 16", "Redis cluster mode", "Kafka with three brokers", "S3 in eu-west-1", "a Kubernetes Deployment",
+           "PagerDuty", "Grafana dashboards", "the legacy SOAP endpoint", "DynamoDB on-demand", "a Lambda function",
+           "Terraform modules", "the vendor sandbox", "ClickHouse", "an SQS FIFO queue", "GitHub Actions",
+           "Vault secrets", "the CDN edge", "OpenSearch", "a cron on the bastion host", "BigQuery"]
+DETAILS = ["since the March incident", "after the 2.3 release", "for customers in Europe", "only during business hours",
+           "with a 30 second timeout", "behind a feature flag", "with exponential backoff", "in read-only mode",
+           "as agreed in ADR-{n}", "until the rewrite lands", "per the runbook", "with retries capped at {n}",
+           "for tenants on the enterprise plan", "when the queue depth exceeds {n}", "as measured in week {n}"]
+CATEGORIES = ["fact", "fact", "fact", "strategy", "assumption", "failure"]
+
+
+def synthetic_memories(count: int, seed: int = 7) -> list[MemoryInput]:
+    """Returns `count` varied observations over 20 projects, dated across the last 60 days."""
+    rng = random.Random(seed)
+    items = []
+    for i in range(count):
+        detail = rng.choice(DETAILS).format(n=rng.randint(2, 999))
+        text = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {detail}."
+        day, hour = rng.randint(1, 60), rng.randint(0, 23)
+        items.append(MemoryInput(content=text, project=f"project-{i % 20:02d}", category=rng.choice(CATEGORIES),
+                                 importance=round(rng.uniform(0.3, 1.0), 2), source_id=f"bench-{i}",
+                                 created_at=f"2026-{10 + (day > 30):02d}-{(day - 1) % 30 + 1:02d} {hour:02d}:00:00"))
+    return items
+
+
+def run(count: int, queries: int) -> dict:
+    vault = Path(tempfile.mkdtemp(prefix="engram-bench-memory-"))
+    (vault / ".obsidian").mkdir()
+    (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')
+    settings = load_settings(vault)
+    embedder = load_embedder(settings.model)
+    items = synthetic_memories(count)
+    figures: dict = {"memories": count}
+    started = time.perf_counter()
+    embedder.embed([i.content for i in items[:2000]])
+    figures["embed_2000_seconds"] = round(time.perf_counter() - started, 2)
+    print(f"importing {count} memories…", file=sys.stderr)
+    started = time.perf_counter()
+    with MemoryService(vault, settings) as memories:
+        result = memories.add_many(items)
+    figures["import_seconds"] = round(time.perf_counter() - started, 1)
+    figures["import_per_second"] = round(count / figures["import_seconds"], 1)
+    figures["actions"] = result["actions"]
+    print("compiling…", file=sys.stderr)
+    started = time.perf_counter()
+    report = compile_vault(vault, settings)
+    figures["compile_seconds"] = round(time.perf_counter() - started, 1)
+    figures["compile_pages_written"] = len(report.written)
+    figures["live"], figures["archived"] = report.memories["live"], report.memories["archived"]
+    started = time.perf_counter()
+    figures["noop_compile_seconds"] = round((compile_vault(vault, settings), time.perf_counter() - started)[1], 1)
+    figures.update(_recall_latency(vault, settings, queries))
+    figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    figures["import_vs_pure_embedding"] = round(figures["import_seconds"] / (figures["embed_2000_seconds"] * count / 2000), 2)
+    shutil.rmtree(vault, ignore_errors=True)
+    return figures
+
+
+def _recall_latency(vault: Path, settings, queries: int) -> dict:
+    rng = random.Random(11)
+    with MemoryService(vault, settings) as memories:
+        recall(memories, "warm up", 5, reinforce=False)
+        times = []
+        for _ in range(queries):
+            query = f"what does {rng.choice(SUBJECTS).lower()} {rng.choice(VERBS)}?"
+            started = time.perf_counter()
+            recall(memories, query, 5, project=f"project-{rng.randint(0, 19):02d}", reinforce=False)
+            times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return {"recall_p50_ms": round(statistics.median(times), 1), "recall_p95_ms": round(times[int(len(times) * 0.95) - 1], 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--memories", type=int, default=50_000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = run(args.memories, args.queries)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"memories                 {figures['memories']}")
+    print(f"import (resolve + index) {figures['import_seconds']:8.1f} s   {figures['import_per_second']:.0f}/s   "
+          f"{figures['import_vs_pure_embedding']:.2f}× pure embedding   actions {figures['actions']}")
+    print(f"compile                  {figures['compile_seconds']:8.1f} s   {figures['compile_pages_written']} pages   "
+          f"live {figures['live']} archived {figures['archived']}")
+    print(f"no-op compile            {figures['noop_compile_seconds']:8.1f} s")
+    print(f"recall p50 / p95         {figures['recall_p50_ms']:.0f} / {figures['recall_p95_ms']:.0f} ms")
+    print(f"peak memory              {figures['peak_rss_mb']} MB")
+
+
+if __name__ == "__main__":
+    main()
