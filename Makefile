@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 ENGRAM := $(VENV)/bin/engram
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo compile test bench clean
+.PHONY: install demo compile test bench bench-recall clean
 
 install: $(STAMP)
 
@@ -33,6 +33,9 @@ test: install
 bench: install
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/bench_memory.py
+
+bench-recall: install
+	$(PY) benchmarks/locomo.py --data ../shared/data/locomo-dev.json
 
 clean:
 	rm -rf $(VENV) vault-example/.engram/cache

@@ -43,6 +43,7 @@ SEARCH_WORDS = "latency budget for the deployment pipeline"
 QUERY_WORDS = "how do we roll back a failed deployment?"
 SEARCH_RUNS = 5
 STARTED = time.perf_counter()  # progress lines show the seconds since this
+CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO)}  # the CLI runs the same code as this process
 T = TypeVar("T")
 
 # --- synthetic text: a small vocabulary and sentence templates (no real corpus) -------------
@@ -239,7 +240,7 @@ def run_cli(*args: str) -> tuple[float, float, float]:
     peak, done = [0.0], threading.Event()
     with tempfile.TemporaryFile() as errors:
         start, before = time.perf_counter(), children_cpu()
-        process = subprocess.Popen([str(engram), *args], stdout=subprocess.DEVNULL, stderr=errors)
+        process = subprocess.Popen([str(engram), *args], stdout=subprocess.DEVNULL, stderr=errors, env=CHILD_ENV)
         watcher = threading.Thread(target=child_peak_mb, args=(process.pid, peak, done), daemon=True)
         watcher.start()
         code = process.wait()
@@ -293,19 +294,18 @@ def append_paragraph(note: Path, seed: int) -> None:
         handle.write("\n" + paragraph(random.Random(seed + 1), [note.stem]) + "\n")
 
 
-def cold_cli(vault: Path) -> dict[str, Any]:
-    """Returns cold-process seconds and peak RSS of `engram search` (×5), `engram query` and a no-op compile."""
-    log(f"cold engram search ×{SEARCH_RUNS}")
-    searches = [run_cli("search", "--vault", str(vault), SEARCH_WORDS) for _ in range(SEARCH_RUNS)]
-    log("cold engram query ×1")
-    query = run_cli("query", "--vault", str(vault), QUERY_WORDS)
-    log("cold engram compile (no-op) ×1")
-    noop = run_cli("compile", "-q", str(vault))
-    return {"search_median_s": statistics.median(s[0] for s in searches), "search_runs_s": [s[0] for s in searches],
-            "search_cpu_median_s": statistics.median(s[1] for s in searches),
-            "search_peak_rss_mb": max(s[2] for s in searches), "query_s": query[0], "query_cpu_s": query[1],
-            "query_peak_rss_mb": query[2], "compile_noop_s": noop[0], "compile_noop_cpu_s": noop[1],
-            "compile_noop_peak_rss_mb": noop[2]}
+def cold_cli(vault: Path) -> dict[str, dict[str, Any]]:
+    """Returns, per command run in fresh processes, median wall and CPU seconds, peak RSS and every run's time."""
+    commands = {"search": (SEARCH_RUNS, ["search", "--vault", str(vault), SEARCH_WORDS]),
+                "query": (1, ["query", "--vault", str(vault), QUERY_WORDS]),
+                "compile_noop": (1, ["compile", "-q", str(vault)])}
+    figures: dict[str, dict[str, Any]] = {}
+    for name, (count, args) in commands.items():
+        log(f"cold engram {args[0]} ×{count}")
+        runs = [run_cli(*args) for _ in range(count)]
+        figures[name] = {"s": statistics.median(r[0] for r in runs), "cpu_s": statistics.median(r[1] for r in runs),
+                         "peak_rss_mb": max(r[2] for r in runs), "runs_s": [r[0] for r in runs]}
+    return figures
 
 
 def peak_rss_mb() -> float:
@@ -381,16 +381,14 @@ def compile_row(label: str, v: dict[str, Any], note: str) -> str:
                times(v["compile_vs_embedding_cpu"]), note=note)
 
 
-def cli_rows(cli: dict[str, Any]) -> list[str]:
+def cli_rows(cli: dict[str, dict[str, Any]]) -> list[str]:
     """Returns the lines of the cold-process timings."""
-    runs = ", ".join(f"{s:.2f}" for s in cli["search_runs_s"])
-    return ["cold processes on the synthetic vault:",
-            row(f"engram search (median of {len(cli['search_runs_s'])})", seconds(cli["search_median_s"]), "",
-                seconds(cli["search_cpu_median_s"]), note=f"runs {runs} · peak RSS {cli['search_peak_rss_mb']:.0f} MB"),
-            row("engram query (once, loads the model)", seconds(cli["query_s"]), "", seconds(cli["query_cpu_s"]),
-                note=f"peak RSS {cli['query_peak_rss_mb']:.0f} MB"),
-            row("engram compile, no-op (once)", seconds(cli["compile_noop_s"]), "", seconds(cli["compile_noop_cpu_s"]),
-                note=f"peak RSS {cli['compile_noop_peak_rss_mb']:.0f} MB")]
+    labels = {"search": f"engram search (median of {SEARCH_RUNS})", "query": "engram query (once, loads the model)",
+              "compile_noop": "engram compile, no-op (once)"}
+    return ["cold processes on the synthetic vault:"] + [
+        row(labels[name], seconds(v["s"]), "", seconds(v["cpu_s"]), note=f"peak RSS {v['peak_rss_mb']:.0f} MB"
+            + (f" · runs {', '.join(f'{s:.2f}' for s in v['runs_s'])}" if len(v["runs_s"]) > 1 else ""))
+        for name, v in cli.items()]
 
 
 def table(f: dict[str, Any]) -> str:

@@ -125,8 +125,9 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
         report.memories = {"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                            "maintenance": memory.maintenance}
         report.warnings.extend(memory.warnings)
-        _render(paths, settings, env, state.notes, links, neighbours, memory, report)
+        state.pages = _render(paths, settings, env, state.notes, links, neighbours, memory, report)
         state.memory_pages = page_hashes(memory.pages, memory.state)
+        state.memory_events = memory.events_digest
         save_state(paths.state, state)
     report.notes, report.links = len(state.notes), _link_counts(links)
     report.sections = sum(len(n.sections) for n in state.notes.values())
@@ -226,8 +227,9 @@ def _update_indexes(paths: VaultPaths, settings: Settings, notes: Mapping[str, N
     keyword = KeywordIndex(paths.fts)
     stale = sorted(set(report.changed) | set(report.removed))
     try:
-        vectors_present = bool(settings.chroma_url) or (paths.cache / "chroma").exists()
-        if not stale and keyword.count() == expected and vectors_present:
+        # With a Chroma server, always compare its count: it may be new, emptied, or another server.
+        local_vectors = not settings.chroma_url and (paths.cache / "chroma").exists()
+        if not stale and keyword.count() == expected and local_vectors:
             return  # nothing changed: do not even import Chroma
         store = VectorStore(open_client(paths.cache, settings.chroma_url))
         if report.rebuild_reason or keyword.count() != expected or store.count() != expected:
@@ -280,12 +282,17 @@ def _template_overrides(paths: VaultPaths, settings: Settings) -> Path:
 
 
 def _render(paths: VaultPaths, settings: Settings, env: Any, notes: Mapping[str, Note], links: Sequence[ResolvedLink],
-            neighbours: Mapping[str, Sequence[tuple[str, float]]], memory: MemoryStage, report: BuildReport) -> None:
+            neighbours: Mapping[str, Sequence[tuple[str, float]]], memory: MemoryStage,
+            report: BuildReport) -> dict[str, str]:
+    """Writes the pages; returns {vault-relative page: sha256}, what `engram check` compares the disk with."""
+    import hashlib
+
     view = VaultView([notes[p] for p in sorted(notes)], links, neighbours, report.warnings, memory.projects)
     pages = {**render_note_pages(view, env, settings.out), **memory.pages}
     result = write_pages(paths.root, settings.out, pages)
     report.written, report.deleted = result.written, result.deleted
     report.warnings.extend(result.warnings)
+    return {f"{settings.out}/{p}": hashlib.sha256(t.encode("utf-8")).hexdigest() for p, t in sorted(pages.items())}
 
 
 def _link_counts(links: Sequence[ResolvedLink]) -> dict[str, int]:

@@ -1,21 +1,20 @@
-"""The index generation: a token that changes each time a writer releases the vault lock.
+"""The index generation: notice when another process wrote to the embedded Chroma store.
 
 Chroma's embedded store keeps its vector index in memory: a long-lived process (the MCP
-server) does not see vectors another process added until it reopens the store. Every writer
-holds `.engram/lock`, and releasing it publishes a new token in `.engram/cache/generation`
-(see `compiler.lock.writer_lock`). `compiler.vector_store.open_client` compares the file with
-the token its cached client is current with, and reopens the store when they differ.
+server) does not see vectors another process added until it reopens the store. Every Chroma
+write commits to `chroma/chroma.sqlite3`, so the stat of that file is the generation: nothing
+extra is written (an unchanged compile still writes no byte). `compiler.vector_store.open_client`
+reopens the store when the generation moved since this process opened it; `writer_lock` records
+this process's own writes, so it does not reopen for them.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
-GENERATION_FILE = "generation"  # in .engram/cache: derived and disposable like the rest
+_SQLITE_FILES = ("chroma.sqlite3", "chroma.sqlite3-wal")
 
-_current: dict[str, str] = {}  # cache folder → the token this process's Chroma client is current with
+_current: dict[str, str] = {}  # cache folder → the generation this process's Chroma client is current with
 
 
 def _key(cache_dir: Path) -> str:
@@ -23,27 +22,26 @@ def _key(cache_dir: Path) -> str:
 
 
 def read_generation(cache_dir: Path) -> str:
-    """Returns the published token, or "" when none was published yet."""
-    try:
-        return (cache_dir / GENERATION_FILE).read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
+    """Returns a token that changes whenever the embedded store under `cache_dir/chroma` is written."""
+    parts = []
+    for name in _SQLITE_FILES:
+        try:
+            stat = (cache_dir / "chroma" / name).stat()
+            parts.append(f"{stat.st_mtime_ns}:{stat.st_size}")
+        except OSError:
+            parts.append("-")
+    return "/".join(parts)
 
 
 def publish_generation(cache_dir: Path, seen_at_lock: str) -> None:
-    """Publishes a new token (the caller holds the writer lock and is about to release it).
+    """Called as this process releases the writer lock: its own writes do not make its client stale.
 
-    `seen_at_lock` is the token read when the lock was taken: if this process's client was
-    current then, it still is (nobody else wrote meanwhile), so it need not reopen for its own writes.
+    `seen_at_lock` is the generation read when the lock was taken: if this process's client was
+    current then, nobody else wrote since, so it is current now too.
     """
-    token = uuid.uuid4().hex
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    temp = cache_dir / f".generation-{token}.tmp"
-    temp.write_text(token, encoding="ascii")
-    os.replace(temp, cache_dir / GENERATION_FILE)  # readers see the old token or the new one, never half
     key = _key(cache_dir)
-    if _current.get(key) == seen_at_lock:
-        _current[key] = token
+    if key in _current and _current[key] == seen_at_lock:
+        _current[key] = read_generation(cache_dir)
 
 
 def client_is_stale(cache_dir: Path) -> bool:

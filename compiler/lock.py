@@ -36,7 +36,7 @@ def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
             try:
                 yield
             finally:
-                if outermost:  # tell long-lived readers (the MCP server) to reopen Chroma
+                if outermost:  # our own Chroma writes do not make our client stale (see index_generation)
                     publish_generation(engram_dir / "cache", seen)
     except filelock.Timeout as error:
         raise VaultBusyError(f"{engram_dir / 'lock'}: another engram process is writing to this vault") from error

@@ -75,8 +75,15 @@ class MemoryService:
         return self._fixed_now or datetime.now(timezone.utc).replace(microsecond=0)
 
     def events(self) -> tuple[list[MemoryEvent], list[BuildWarning]]:
-        """Returns every memory event this vault knows (the journal; chunks join with sync)."""
-        return read_journal(self.engram)
+        """Returns every memory event this vault knows: every chunk's, then the journal's, with warnings.
+
+        Chunk problems (quarantined records, a chunk listed but missing...) come back as warnings.
+        """
+        from compiler.chunk_store import read_chunk_events
+
+        chunked, chunk_warnings = read_chunk_events(self.engram)
+        journal, warnings = read_journal(self.engram)
+        return chunked + journal, chunk_warnings + warnings
 
     def state(self) -> dict[str, Observation]:
         """Returns every memory (live or not) folded from the events; a copy the caller may change."""

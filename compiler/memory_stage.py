@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 
 from compiler.embed import Embedder
-from compiler.maintenance import last_maintenance, maintenance_due, run_maintenance
+from compiler.maintenance import events_digest, last_maintenance, maintenance_due, run_maintenance
 from compiler.memories import MemoryService
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id
 from compiler.memory_model import Observation, archived
@@ -37,6 +37,7 @@ class MemoryStage:
     maintenance: dict[str, Any] = field(default_factory=dict)
     live: int = 0
     archived: int = 0
+    events_digest: str = ""  # of every event the pages reflect ("" when there are none)
 
 
 def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, written: Mapping[str, str],
@@ -55,6 +56,7 @@ def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, wr
         result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
         result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
         result.archived = len(pruned)
+        result.events_digest = events_digest(service.events()[0])
     return result
 
 

@@ -15,6 +15,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from compiler.index_generation import client_is_stale, mark_current
+
 COLLECTION = "sections"
 HNSW = {"space": "cosine", "ef_search": 200, "ef_construction": 200}  # default ef finds ~half the true top 10 at 50k
 _ADD_BATCH = 2000
@@ -65,13 +67,19 @@ def open_client(cache_dir: Path, chroma_url: str = "") -> Any:
         url = urlparse(chroma_url if "://" in chroma_url else f"http://{chroma_url}")
         return chromadb.HttpClient(host=url.hostname or "127.0.0.1", port=url.port or 8000,
                                    ssl=url.scheme == "https", settings=settings)
+    from chromadb.api.client import SharedSystemClient
+
     if not (cache_dir / "chroma").exists():
         # Chroma caches one client per path in the process; after the folder was deleted that
         # cached client would write to a vanished (read-only) database.
-        from chromadb.api.client import SharedSystemClient
-
         SharedSystemClient.clear_system_cache()
-    return chromadb.PersistentClient(path=str(cache_dir / "chroma"), settings=settings)
+    elif client_is_stale(cache_dir):
+        # Another process wrote since we opened the store: our in-memory vector index misses its
+        # vectors. Drop the cached client (handles still held keep working, stale) and reopen.
+        SharedSystemClient._identifier_to_system.pop(str(cache_dir / "chroma"), None)
+    client = chromadb.PersistentClient(path=str(cache_dir / "chroma"), settings=settings)
+    mark_current(cache_dir)
+    return client
 
 
 class VectorStore:
