@@ -37,7 +37,8 @@ from compiler.settings import load_settings  # noqa: E402
 from compiler.state import load_state  # noqa: E402
 
 EXAMPLE_VAULT = REPO / "vault-example"
-# Derived state left out of the example copy, so it compiles from scratch (memory chunks, if any, stay).
+# Left out of the example copy: derived state, and the machine-local journal (`make demo` imports agent
+# memories there), so the copy compiles from scratch like a fresh clone. Tracked memory chunks stay.
 DERIVED = {".": ("_engram",), ".engram": ("cache", "lock", "journal.jsonl")}
 SEARCH_WORDS = "latency budget for the deployment pipeline"
 QUERY_WORDS = "how do we roll back a failed deployment?"

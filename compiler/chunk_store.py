@@ -9,6 +9,7 @@ but not listed, is reported, never fatal; an unlisted chunk still imports (its e
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,10 +112,32 @@ def read_vault_chunks(engram_dir: Path, cap: int = MAX_UNCOMPRESSED) -> VaultChu
     return found
 
 
+_VAULTS: dict[str, tuple[tuple[int, ...], list[MemoryEvent], list[BuildWarning]]] = {}
+
+
 def read_chunk_events(engram_dir: Path, cap: int = MAX_UNCOMPRESSED) -> tuple[list[MemoryEvent], list[BuildWarning]]:
-    """Returns the events of every readable chunk and a warning for everything quarantined or inconsistent."""
+    """Returns the events of every readable chunk and a warning for everything quarantined or inconsistent.
+
+    Called on every memory read: while the chunks folder and the manifest are unchanged (a chunk
+    is only ever added by a rename, which changes the folder), the last answer is reused.
+    """
+    folder = engram_dir / CHUNKS_DIR
+    names = len(os.listdir(folder)) if folder.is_dir() else -1  # coarse folder mtimes miss a second add
+    key = (*_stamp(folder), names, *_stamp(engram_dir / MANIFEST))
+    cached = _VAULTS.get(str(engram_dir))
+    if cached and cached[0] == key:
+        return list(cached[1]), list(cached[2])
     found = read_vault_chunks(engram_dir, cap)
-    return found.events(), found.warnings
+    _VAULTS[str(engram_dir)] = (key, found.events(), found.warnings)
+    return found.events(), list(found.warnings)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+        return stat.st_mtime_ns, stat.st_size
+    except OSError:
+        return -1, -1
 
 
 def pending_events(journal: Iterable[MemoryEvent], exported: set[str]) -> list[MemoryEvent]:

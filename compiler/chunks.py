@@ -21,11 +21,11 @@ truncated gzip or non-JSON chunk is a `ChunkError`, and a bad record is a `probl
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
 import re
+import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +40,8 @@ EXTENSION = "engram_vault"  # our extra top-level key; the Go reader ignores it
 EXTENSION_VERSION = 1
 MAX_UNCOMPRESSED = 64 * 1024 * 1024  # a chunk inflating past this is treated as a gzip bomb
 CHUNK_KEYS = ("sessions", "observations", "prompts", "mutations")
+# magic, deflate, no flags, mtime 0, no extra flags, OS 255: the header Go's gzip.NewWriter writes
+GZIP_HEADER = bytes((0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF))
 _NAME = re.compile(r"^[0-9a-f]{8}$")
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _GO_ESCAPED = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
@@ -99,8 +101,14 @@ def _finite(value: Any) -> Any:
 
 
 def compress(data: bytes) -> bytes:
-    """Returns the gzip bytes of a chunk: mtime 0, level 6 (Go's default), no file name, OS 255."""
-    return gzip.compress(data, compresslevel=6, mtime=0)
+    """Returns the gzip bytes of a chunk: mtime 0, level 6 (Go's default), no file name, OS 255.
+
+    Built by hand: Python's gzip module (through zlib) writes OS 3 where Go writes 255 (unknown).
+    """
+    deflater = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflater.compress(data) + deflater.flush()
+    trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
+    return GZIP_HEADER + body + trailer
 
 
 def write_chunk(engram_dir: Path, data: bytes) -> str:

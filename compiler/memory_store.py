@@ -27,37 +27,55 @@ def memory_text(obs: Observation) -> str:
     return obs.content if not title or obs.content.startswith(title) else f"{title}\n{obs.content}"
 
 
+def conversation_context(live: Mapping[str, Observation]) -> dict[str, str]:
+    """Returns, per memory, the text of the memories written just before and after it in one batch.
+
+    A turn of a conversation ("Yes, it was amazing!") often names its subject only in its
+    neighbours; indexing them (at a lower BM25 weight) lets keyword search find it.
+    """
+    after: dict[str, str] = {}
+    for memory_id, obs in live.items():
+        if obs.follows in live:
+            after.setdefault(obs.follows, memory_id)
+    return {i: "\n".join(live[n].content for n in (o.follows, after.get(i, "")) if n in live)
+            for i, o in live.items() if o.follows in live or i in after}
+
+
 @dataclass(frozen=True)
 class MemoryKeywordHit:
     id: str
     bm25: float  # positive; larger is better
 
 
+TABLE = "memories_v2"  # a new name when the columns change: the old table is simply ignored
+WEIGHTS = "0, 0, 0, 1.0, 1.0, 0.5"  # id, project, text_sha (unindexed), title, content, context
+
+
 class MemoryKeywordIndex:
-    """FTS5 over memory titles and contents, plus the text hash each row was built from."""
+    """FTS5 over memory titles, contents and conversational context, plus the hash each row was built from."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path)
-        self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS memories USING fts5(id UNINDEXED, project UNINDEXED, "
-                         f"text_sha UNINDEXED, title, content, tokenize='{TOKENIZER}')")
+        self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, project UNINDEXED, "
+                         f"text_sha UNINDEXED, title, content, context, tokenize='{TOKENIZER}')")
 
     def hashes(self) -> dict[str, str]:
-        return dict(self._db.execute("SELECT id, text_sha FROM memories"))
+        return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}"))
 
-    def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, str, str, str, str]]) -> None:
-        """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content) rows."""
+    def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, str, str, str, str, str]]) -> None:
+        """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content, context) rows."""
         with self._db:
-            self._db.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in deleted])
-            self._db.executemany("INSERT INTO memories VALUES (?, ?, ?, ?, ?)", list(rows))
+            self._db.executemany(f"DELETE FROM {TABLE} WHERE id = ?", [(i,) for i in deleted])
+            self._db.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", list(rows))
 
     def search(self, query: str, limit: int, project: str = "") -> list[MemoryKeywordHit]:
         expression = match_expression(query)
         if not expression:
             return []
         where, args = ("AND project = ?", [project]) if project else ("", [])
-        rows = self._db.execute(f"SELECT id, bm25(memories, 0, 0, 0, 2.0, 1.0) AS rank FROM memories "
-                                f"WHERE memories MATCH ? {where} ORDER BY rank, id LIMIT ?", [expression, *args, limit])
+        rows = self._db.execute(f"SELECT id, bm25({TABLE}, {WEIGHTS}) AS rank FROM {TABLE} "
+                                f"WHERE {TABLE} MATCH ? {where} ORDER BY rank, id LIMIT ?", [expression, *args, limit])
         return [MemoryKeywordHit(i, -float(r)) for i, r in rows]
 
     def close(self) -> None:
@@ -82,13 +100,17 @@ class MemoryIndex:
         """Returns (vectors, how many were newly embedded), through the shared embedding cache."""
         return embed_with_cache(texts, embedder, identity, self.embeddings)
 
-    def put(self, memories: Sequence[Observation], vectors: np.ndarray) -> None:
-        """Indexes (or re-indexes) `memories` with their vectors."""
+    def put(self, memories: Sequence[Observation], vectors: np.ndarray, context: Mapping[str, str]) -> None:
+        """Indexes (or re-indexes) `memories` with their vectors and conversational context."""
         if not memories:
             return
         ids = [m.id for m in memories]
-        self.keywords.replace(ids, [(m.id, m.project, text_hash(memory_text(m)), m.title, m.content) for m in memories])
+        self.keywords.replace(ids, [keyword_row(m, context.get(m.id, "")) for m in memories])
         self.vectors.add(ids, vectors, [memory_text(m) for m in memories], [_metadata(m) for m in memories])
+
+    def put_keywords(self, memories: Sequence[Observation], context: Mapping[str, str]) -> None:
+        """Re-indexes only the keyword rows (the context changed, the vector did not)."""
+        self.keywords.replace([m.id for m in memories], [keyword_row(m, context.get(m.id, "")) for m in memories])
 
     def drop(self, ids: Sequence[str]) -> None:
         if ids:
@@ -100,6 +122,17 @@ class MemoryIndex:
         return [(h.id, h.cosine) for h in self.vectors.query(vector, n, where)]
 
 
+def keyword_row(obs: Observation, context: str) -> tuple[str, str, str, str, str, str]:
+    """Returns the FTS row of a memory. A title that merely repeats the content's start is not
+    indexed again, so it does not count twice."""
+    title = "" if obs.content.startswith(obs.title.rstrip("…")) else obs.title
+    return (obs.id, obs.project, row_hash(obs, context), title, obs.content, context)
+
+
+def row_hash(obs: Observation, context: str) -> str:
+    return text_hash(f"{memory_text(obs)}\x00{context}")
+
+
 def _metadata(obs: Observation) -> dict[str, Any]:
     return {"project": obs.project, "category": obs.category, "kind": obs.kind}
 
@@ -108,7 +141,8 @@ def sync_index(index: MemoryIndex, live: Mapping[str, Observation], embedder: Ca
                identity: str) -> int:
     """Brings the index in step with the `live` memories; returns how many texts were embedded."""
     indexed = index.keywords.hashes()
-    stale = sorted(i for i, m in live.items() if indexed.get(i) != text_hash(memory_text(m)))
+    context = conversation_context(live)
+    stale = sorted(i for i, m in live.items() if indexed.get(i) != row_hash(m, context.get(i, "")))
     gone = sorted(set(indexed) - set(live))
     index.drop(gone)
     if index.vectors.count() != len(indexed) - len(gone):  # vectors lost (crash, deleted folder): redo all
@@ -116,5 +150,5 @@ def sync_index(index: MemoryIndex, live: Mapping[str, Observation], embedder: Ca
         stale = sorted(live)
     memories = [live[i] for i in stale]
     vectors, embedded = index.embed([memory_text(m) for m in memories], embedder, identity)
-    index.put(memories, vectors)
+    index.put(memories, vectors, context)
     return embedded

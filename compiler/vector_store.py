@@ -7,6 +7,7 @@ with our own embedding function because Chroma's default one downloads a model.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,8 +66,10 @@ def open_client(cache_dir: Path, chroma_url: str = "") -> Any:
     settings = ChromaSettings(anonymized_telemetry=False)
     if chroma_url:
         url = urlparse(chroma_url if "://" in chroma_url else f"http://{chroma_url}")
-        return chromadb.HttpClient(host=url.hostname or "127.0.0.1", port=url.port or 8000,
-                                   ssl=url.scheme == "https", settings=settings)
+        server = (url.hostname or "127.0.0.1", url.port or 8000, url.scheme == "https")
+        if server not in _SERVERS:  # one client per server: each HttpClient registers a new Chroma system
+            _SERVERS[server] = chromadb.HttpClient(host=server[0], port=server[1], ssl=server[2], settings=settings)
+        return NamespacedClient(_SERVERS[server], server_namespace(url.path, cache_dir))
     from chromadb.api.client import SharedSystemClient
 
     if not (cache_dir / "chroma").exists():
@@ -80,6 +83,33 @@ def open_client(cache_dir: Path, chroma_url: str = "") -> Any:
     client = chromadb.PersistentClient(path=str(cache_dir / "chroma"), settings=settings)
     mark_current(cache_dir)
     return client
+
+
+_SERVERS: dict[tuple[str, int, bool], Any] = {}
+
+
+def server_namespace(url_path: str, cache_dir: Path) -> str:
+    """Returns the prefix of this vault's collections on a Chroma server.
+
+    The URL's path names it (`http://host:8000/team-notes`); without one, the vault folder's name.
+    Machines sharing one vault's index must agree on it; different vaults must not.
+    """
+    raw = url_path.strip("/") or cache_dir.resolve().parent.parent.name
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-._")[:200] or "vault"
+
+
+class NamespacedClient:
+    """A Chroma server client whose collection names carry the vault's prefix: vaults sharing a server never collide."""
+
+    def __init__(self, client: Any, prefix: str) -> None:
+        self._client = client
+        self.prefix = prefix
+
+    def get_or_create_collection(self, name: str, **options: Any) -> Any:
+        return self._client.get_or_create_collection(f"{self.prefix}-{name}", **options)
+
+    def delete_collection(self, name: str) -> None:
+        self._client.delete_collection(f"{self.prefix}-{name}")
 
 
 class VectorStore:
