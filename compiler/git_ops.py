@@ -53,8 +53,9 @@ def git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 
 
 def _tail(result: subprocess.CompletedProcess[str]) -> str:
-    text = (result.stderr or result.stdout or "").strip().splitlines()
-    return " / ".join(line.strip() for line in text[-4:]) or f"exit code {result.returncode}"
+    text = [line.strip() for line in (result.stderr or result.stdout or "").strip().splitlines()
+            if line.strip() and not line.startswith("hint:")]  # git's hints bury the error itself
+    return " / ".join(text[-4:]) or f"exit code {result.returncode}"
 
 
 def open_repo(vault: Path) -> Repo:
@@ -132,7 +133,7 @@ def pull_rebase(repo: Repo, remote: str, branch: str, manifest: str) -> dict[str
         while result.returncode:
             if not _rebasing(repo):
                 raise GitError(f"git pull --rebase {remote} {branch} failed: {_tail(result)}")
-            resolved += _resolve_conflicts(repo, manifest)
+            resolved += _resolve_conflicts(repo, manifest, _tail(result))
             result = git(repo.vault, "rebase", "--continue", check=False)
             if result.returncode and _rebasing(repo) and not _unmerged(repo) and _nothing_staged(repo):
                 result = git(repo.vault, "rebase", "--skip", check=False)  # our commit became empty
@@ -154,15 +155,15 @@ def _nothing_staged(repo: Repo) -> bool:
     return git(repo.top, "diff", "--cached", "--quiet", check=False).returncode == 0
 
 
-def _resolve_conflicts(repo: Repo, manifest: str) -> int:
-    """Resolves a manifest conflict by union; aborts the rebase on any other conflict. Returns 1 or 0."""
+def _resolve_conflicts(repo: Repo, manifest: str, said: str) -> int:
+    """Resolves a manifest conflict by union; aborts the rebase on anything else. Returns 1."""
     conflicted = _unmerged(repo)
     others = [p for p in conflicted if p != manifest]
     if others or not conflicted:
         git(repo.vault, "rebase", "--abort", check=False)
-        named = ", ".join(others) or "(git named no file)"
-        raise GitError(f"pull --rebase stopped on conflicts engram cannot resolve: {named}; "
-                       "the rebase was aborted, resolve them by hand and run engram sync again")
+        what = f"conflicts engram cannot resolve: {', '.join(others)}" if others else f"an error: {said}"
+        raise GitError(f"pull --rebase stopped on {what}; the rebase was aborted (nothing changed): "
+                       "fix it by hand and run engram sync again")
     try:
         base, ours, theirs = (parse_manifest(_stage(repo, n, manifest), f"{manifest} (stage {n})") for n in (1, 2, 3))
     except ManifestError as error:

@@ -55,12 +55,17 @@ def run_sync(vault: Path, settings: Settings, *, embedder: Embedder | None = Non
         name = created_by or machine_name(settings)
         _recover(repo, branch, settings, result)
         result.update(_pull(repo, remote, branch))
+        log(engram, "step", f"pulled {remote}/{branch}" if result["pulled"] else "nothing to pull yet")
         result["import"] = import_chunks(root, settings, embedder=embedder)
         result["quarantined"] = len(result["import"]["quarantined"])
+        log(engram, "step", f"imported {len(result['import']['chunks_new'])} chunks and compiled")
         result["export"] = export_memories(root, settings, embedder=embedder, created_by=name, project=project,
                                            sessions=sessions)
+        log(engram, "step", f"exported chunk {result['export']['chunk']}" if result["export"]["chunk"]
+            else "nothing to export")
         result["commit"] = commit_paths(repo, SYNC_PATHS, commit_message(result, name))
         if push_changes and ahead_of_remote(repo, remote, branch):
+            log(engram, "step", f"committed {result['commit'][:8]}, pushing" if result["commit"] else "pushing")
             _push_with_retry(repo, remote, branch, result)
     return result
 

@@ -97,7 +97,7 @@ def machines(tmp_path, git_identity) -> tuple[Machine, Machine, Path]:
     git(tmp_path, "clone", "--quiet", str(bare), "server")
     server = Machine("server", tmp_path / "server", FakeEmbedder())
     install_sync(server.vault, SETTINGS)
-    git(server.vault, "config", "--unset", "merge.engram-manifest.driver")  # the server relies on engram sync
+    git(server.vault, "config", "--remove-section", "merge.engram-manifest")  # the server relies on engram sync
     return laptop, server, bare
 
 
@@ -277,44 +277,47 @@ print("done", flush=True)
 
 def test_a_sync_killed_at_random_points_loses_nothing(machines):
     laptop, server, _ = machines
-    rng = random.Random(99)
+    rng = random.Random(int(os.environ.get("KILL_SEED", "99")))
     script = textwrap.dedent(SYNC_SCRIPT.format(tests=str(ROOT / "tests"), root=str(ROOT)))
+    log_path = laptop.vault / ".engram/sync.log"
     live: set[str] = set()
 
-    def run(delay: float | None, whole_group: bool) -> tuple[str, int]:
+    def run(delay: float | None, whole_group: bool = False) -> tuple[bool, int, float]:
+        """Runs a sync in a subprocess; kills it `delay` s after its cycle starts (None: let it finish)."""
         process = subprocess.Popen([sys.executable, "-c", script, str(laptop.vault)], cwd=ROOT, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        if delay is None:
-            out, err = process.communicate(timeout=120)
-            assert process.returncode == 0, err
-            return out, process.pid
-        time.sleep(delay)
-        if whole_group:
-            os.killpg(process.pid, signal.SIGKILL)  # git children die too: stale .git/*.lock files
-        else:
-            process.send_signal(signal.SIGKILL)
-        out, _ = process.communicate(timeout=60)
-        return out, process.pid
+        while f"pid={process.pid} start:" not in (log_path.read_text() if log_path.exists() else ""):
+            if process.poll() is not None:
+                break
+            time.sleep(0.01)
+        started = time.perf_counter()
+        if delay is not None:
+            time.sleep(delay)
+            if whole_group:
+                os.killpg(process.pid, signal.SIGKILL)  # git children die too: stale .git/*.lock files
+            else:
+                process.send_signal(signal.SIGKILL)
+        out, err = process.communicate(timeout=120)
+        assert delay is not None or process.returncode == 0, err
+        return "done" in out, process.pid, time.perf_counter() - started
 
-    started = time.perf_counter()
     live.add(laptop.add(sentence(rng, "first")))
-    run(None, False)
-    duration = time.perf_counter() - started
-    interrupted = 0
-    for number in range(7):
+    _, _, cycle = run(None)  # how long one cycle takes here, from its start line to its end
+    interrupted = []
+    for number in range(8):
         live.add(laptop.add(sentence(rng, "laptop", str(number))))
         live.add(server.add(sentence(rng, "server", str(number))))
         if number % 2:
             server.sync()  # so the laptop's pull has something to rebase onto
-        out, pid = run(rng.uniform(0.2, duration * 1.1), whole_group=number % 3 == 0)
-        interrupted += "done" not in out
-        log_before = (laptop.vault / ".engram/sync.log").read_text()
+        done, pid, _ = run(rng.uniform(0.0, cycle), whole_group=number % 3 == 0)
+        before = log_path.read_text()
+        mine = [line.split(f"pid={pid} ", 1)[1] for line in before.splitlines() if f" pid={pid} " in line]
+        if not done:
+            interrupted.append(mine[-1] if mine else "before its cycle")
         laptop.sync()  # the next sync completes
-        log = (laptop.vault / ".engram/sync.log").read_text()[len(log_before):]
-        killed = [line for line in log_before.splitlines() if f" pid={pid} " in line]
-        if any(" start: " in line for line in killed) and not any(" ok: " in line for line in killed):
-            assert "never finished: killed?" in log  # the next run notices the run that died midway
-    assert interrupted >= 3
+        if not done and mine:
+            assert "never finished: killed?" in log_path.read_text()[len(before):]  # and says what happened
+    assert len(interrupted) >= 2, interrupted
     server.sync()
     laptop.sync()
     assert_converged(laptop, server, live, set())
