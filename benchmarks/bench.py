@@ -349,10 +349,12 @@ def run(notes: int, seed: int, workdir: Path) -> dict[str, Any]:
 
 
 def seconds(value: float) -> str:
+    """Returns a duration cell: "284.0 s", "1.53 s"."""
     return f"{value:.1f} s" if value >= 100 else f"{value:.2f} s"
 
 
 def times(value: float) -> str:
+    """Returns a ratio cell, with more decimals when it is small: "1.19×", "0.0095×"."""
     return f"{value:.2f}×" if value >= 0.1 else f"{value:.4f}×"
 
 

@@ -34,7 +34,9 @@ def semantic_neighbours(vectors: Mapping[str, np.ndarray], min_cosine: float, li
         for row, sim in enumerate(sims):
             me = start + row
             sim[me] = -1.0
-            top = np.argsort(-sim, kind="stable")[:limit]  # stable on sorted paths: ties by path
+            keep = min(limit, len(sim) - 1)
+            candidates = np.argpartition(-sim, keep)[:keep + 1] if keep + 1 < len(sim) else np.arange(len(sim))
+            top = sorted(candidates, key=lambda j: (-sim[j], j))[:limit]  # ties by path: paths are sorted
             result[paths[me]] = [(paths[j], float(sim[j])) for j in top if sim[j] >= min_cosine]
     return result
 

@@ -52,9 +52,9 @@ def is_generated(path: Path) -> bool:
     return MARKER in frontmatter.splitlines()
 
 
-def safe_target(vault: Path, out: str, relative: str) -> Path:
+def safe_target(vault: Path, out: str, relative: str, root: Path | None = None) -> Path:
     """Returns the absolute path of a page, refusing anything that escapes the output folder."""
-    root = (vault / out).resolve()
+    root = root or (vault / out).resolve()
     target = (root / relative).resolve()
     if not target.is_relative_to(root) or target == root:
         raise ValueError(f"refusing to write outside {out}/: {relative!r}")
@@ -67,8 +67,9 @@ def write_pages(vault: Path, out: str, pages: Mapping[str, str]) -> WriteResult:
     Returns what was written and deleted, as vault-relative paths, plus collisions with human files.
     """
     result = WriteResult()
+    root = (vault / out).resolve()
     for relative in sorted(pages):
-        target = safe_target(vault, out, relative)
+        target = safe_target(vault, out, relative, root)
         data = pages[relative].encode("utf-8")
         shown = f"{out}/{relative}"
         if target.exists():
