@@ -96,7 +96,8 @@ def _check_notes(root: Path, settings: Settings, state: BuildState, report: Chec
     """Notes added, edited or removed since the last compile (by sha256; unchanged size+mtime skip the read)."""
     scanned = {s.path: s for s in scan_vault(root, (*settings.ignore, settings.out), state.files).notes}
     report.notes = len(scanned)
-    problems = [BuildWarning(p, 0, "new note, not compiled yet", "stale-note") for p in sorted(set(scanned) - set(state.files))]
+    problems = [BuildWarning(p, 0, "new note, not compiled yet", "stale-note")
+                for p in sorted(set(scanned) - set(state.files))]
     problems += [BuildWarning(p, 0, "edited since the last compile", "stale-note") for p in sorted(scanned)
                  if p in state.files and scanned[p].sha256 != state.files[p].sha256]
     problems += [BuildWarning(p, 0, "removed since the last compile (its pages remain)", "stale-note")

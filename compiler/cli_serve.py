@@ -31,7 +31,6 @@ ENGRAM_TOML = """\
 # chroma_url = "http://team-host:8000/my-vault"   # a shared Chroma server instead of .engram/cache/chroma
 # maintenance_hours = 12.0             # how often `engram serve` consolidates and archives memories
 """
-ENGRAM_GITIGNORE = "# derived or machine-local: rebuilt by `engram compile`\ncache/\nlock\njournal.jsonl\n"
 
 
 def engram_executable() -> str:
@@ -133,11 +132,15 @@ def _setup_root(vault: str | None) -> Path:
 
 def _create_vault_files(root: Path) -> list[str]:
     """Creates what is missing of .engram/, its .gitignore and engram.toml; returns what it created."""
+    from compiler.sync_cycle import LOCAL_STATE  # what `engram sync install` keeps out of git, too
+
+    ignore = "# machine-local or derived: never commit\n" + "".join(
+        p.removeprefix(".engram/") + "\n" for p in LOCAL_STATE if p.startswith(".engram/"))
     created = []
     if not (root / ".engram").is_dir():
         (root / ".engram").mkdir()
         created.append(".engram/")
-    for relative, text in ((".engram/.gitignore", ENGRAM_GITIGNORE), ("engram.toml", ENGRAM_TOML)):
+    for relative, text in ((".engram/.gitignore", ignore), ("engram.toml", ENGRAM_TOML)):
         if not (root / relative).exists():
             (root / relative).write_text(text, encoding="utf-8")
             created.append(relative)

@@ -33,7 +33,7 @@ def read_generation(cache_dir: Path) -> str:
     return "/".join(parts)
 
 
-def publish_generation(cache_dir: Path, seen_at_lock: str) -> None:
+def note_own_writes(cache_dir: Path, seen_at_lock: str) -> None:
     """Called as this process releases the writer lock: its own writes do not make its client stale.
 
     `seen_at_lock` is the generation read when the lock was taken: if this process's client was

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import filelock
 
-from compiler.index_generation import publish_generation, read_generation
+from compiler.index_generation import note_own_writes, read_generation
 
 _LOCKS: dict[str, filelock.FileLock] = {}
 
@@ -37,6 +37,6 @@ def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
                 yield
             finally:
                 if outermost:  # our own Chroma writes do not make our client stale (see index_generation)
-                    publish_generation(engram_dir / "cache", seen)
+                    note_own_writes(engram_dir / "cache", seen)
     except filelock.Timeout as error:
         raise VaultBusyError(f"{engram_dir / 'lock'}: another engram process is writing to this vault") from error

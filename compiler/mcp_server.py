@@ -187,7 +187,8 @@ class MemoryServer:
         interval = max(60.0, self.settings.maintenance_hours * 3600)
         while not self._stop.is_set():
             try:
-                log.info("maintenance: %s", self._worker.submit(self._run, run_maintenance).result())
+                done = self._worker.submit(self._run, run_maintenance).result()
+                log.info("maintenance: %s", " ".join(done.split()))
             except Exception as error:  # a failed maintenance never stops the server
                 log.warning("maintenance failed: %s", error)
             self._stop.wait(interval)
@@ -204,7 +205,10 @@ def build_server(memory: MemoryServer) -> FastMCP:
     from compiler.recall import recall
 
     server = FastMCP("engram", instructions=MEMORY_RULES, log_level="WARNING")
-    tool = server.tool
+
+    def tool(description: str) -> Callable[[Any], Any]:  # the answer is JSON text: no second, structured copy
+        return server.tool(description=description, structured_output=False)
+
     default = memory.project
 
     @tool(description="Save a fact, decision, preference or lesson worth remembering across sessions. Call it "

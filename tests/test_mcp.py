@@ -245,7 +245,8 @@ def test_setup_creates_files_once_and_prints_the_config(make_vault):
     assert shown["claude_code"].startswith("claude mcp add engram -- ")
     assert shown["claude_code"].endswith(f"serve --vault {vault} --project web")
     server = shown["cursor"]["mcpServers"]["engram"]
-    assert server["args"] == ["serve", "--vault", str(vault), "--project", "web"] and Path(server["command"]).name == "engram"
+    assert server["args"] == ["serve", "--vault", str(vault), "--project", "web"]
+    assert Path(server["command"]).name == "engram"
     assert all(tool in shown["rules"] for tool in ("recall_memory", "store_memory", "update_memory"))
     (vault / "engram.toml").write_text('out = "generated"\n')
     again = CliRunner().invoke(main, ["setup", str(vault), "--skip-model-check", "--json"])
