@@ -102,8 +102,10 @@ def _clusters(service: MemoryService, live: Mapping[str, Observation]) -> list[l
 
 def _consolidation_events(cluster: list[str], live: Mapping[str, Observation], at: str,
                           service: MemoryService) -> list[MemoryEvent]:
-    now = service.now()
-    keeper = max(cluster, key=lambda i: (live[i].importance, live[i].strength(now), live[i].created_at, i))
+    # The keeper must not depend on the machine's clock: two machines that consolidate the same
+    # cluster pick the same keeper, and since every absorbed memory points at a strictly greater
+    # one in this total order, absorptions from different machines can never form a cycle.
+    keeper = max(cluster, key=lambda i: (live[i].importance, -parse_time(live[i].created_at).timestamp(), i))
     absorbed = [i for i in cluster if i != keeper]
     sources = [s for i in absorbed for s in live[i].sources]
     events = [MemoryEvent(new_id("ev-"), "consolidate", keeper, at, {"sources": sources, "absorbed": absorbed})]

@@ -22,7 +22,7 @@ from typing import Any
 
 from compiler.chunk_events import build_chunk
 from compiler.chunk_store import ChunkRead, VaultChunks, pending_events, read_vault_chunks
-from compiler.chunks import CHUNKS_DIR, write_chunk
+from compiler.chunks import CHUNKS_DIR, is_chunk_name, write_chunk
 from compiler.embed import Embedder
 from compiler.lock import writer_lock
 from compiler.manifest import MANIFEST, ManifestEntry, append_entries, parse_manifest
@@ -32,7 +32,16 @@ from compiler.output import atomic_write
 from compiler.settings import Settings
 
 IMPORTED = "cache/sync-imported.json"  # chunk ids already imported here (derived, disposable)
-SYNC_PATHS = [f".engram/{MANIFEST}", f".engram/{CHUNKS_DIR}"]  # all that sync ever commits
+
+
+def sync_files(vault: Path) -> list[str]:
+    """Returns the vault-relative files a sync commits: the manifest and every chunk file (by its name).
+
+    Named one by one, so a temp file of an interrupted write never slips into a commit.
+    """
+    folder = vault / ".engram" / CHUNKS_DIR
+    chunks = sorted(p.name for p in folder.iterdir() if is_chunk_name(p.name)) if folder.is_dir() else []
+    return [f".engram/{MANIFEST}", *(f".engram/{CHUNKS_DIR}/{name}" for name in chunks)]
 
 
 def sync_setting(settings: Settings, key: str, default: Any) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -27,13 +28,13 @@ from compiler.git_ops import (GitError, ahead_of_remote, clear_stale_locks, comm
 from compiler.lock import VaultBusyError, writer_lock
 from compiler.manifest import MANIFEST
 from compiler.settings import Settings
-from compiler.sync import SYNC_PATHS, export_memories, import_chunks, machine_name, sync_setting
+from compiler.sync import export_memories, import_chunks, machine_name, sync_files, sync_setting
 from compiler.sync_monitor import log, monitored, record_failure, summary
 
 DRIVER = "engram-manifest"
 ATTRIBUTES_LINE = f".engram/{MANIFEST} merge={DRIVER}"
 LOCAL_STATE = [".engram/cache/", ".engram/lock", ".engram/journal.jsonl", ".engram/sync-status.json",
-               ".engram/sync.log"]
+               ".engram/sync.log", ".engram-*.tmp"]  # the last: temp files of interrupted atomic writes
 
 
 def run_sync(vault: Path, settings: Settings, *, embedder: Embedder | None = None, created_by: str = "",
@@ -63,7 +64,7 @@ def run_sync(vault: Path, settings: Settings, *, embedder: Embedder | None = Non
                                            sessions=sessions)
         log(engram, "step", f"exported chunk {result['export']['chunk']}" if result["export"]["chunk"]
             else "nothing to export")
-        result["commit"] = commit_paths(repo, SYNC_PATHS, commit_message(result, name))
+        result["commit"] = commit_paths(repo, sync_files(root), commit_message(result, name))
         if push_changes and ahead_of_remote(repo, remote, branch):
             log(engram, "step", f"committed {result['commit'][:8]}, pushing" if result["commit"] else "pushing")
             _push_with_retry(repo, remote, branch, result)
@@ -89,11 +90,26 @@ def _recover(repo: Any, branch: str, settings: Settings, result: dict[str, Any])
     notes = [f"removed stale .git/{name}" for name in clear_stale_locks(repo, branch, stale)]
     aborted = recover_interrupted(repo)
     notes += [aborted] if aborted else []
-    leftover = commit_paths(repo, SYNC_PATHS, "engram sync: commit chunks an interrupted sync left behind")
+    notes += [f"removed {name}, left by an interrupted write" for name in _stale_temp_files(repo.vault, stale)]
+    leftover = commit_paths(repo, sync_files(repo.vault), "engram sync: commit chunks an interrupted sync left behind")
     notes += [f"committed chunks an interrupted sync left ({leftover[:8]})"] if leftover else []
     for note in notes:
         log(repo.vault / ".engram", "recover", note)
     result["recovered"] = notes
+
+
+def _stale_temp_files(vault: Path, stale_seconds: float) -> list[str]:
+    """Removes temp files of atomic writes (`.engram-*.tmp`) older than `stale_seconds`; returns their names."""
+    removed = []
+    for folder in (vault / ".engram", vault / ".engram" / "chunks"):
+        for temp in sorted(folder.glob(".engram-*.tmp")) if folder.is_dir() else []:
+            try:
+                if time.time() - temp.stat().st_mtime >= stale_seconds:
+                    temp.unlink()
+                    removed.append(temp.relative_to(vault).as_posix())
+            except OSError:
+                continue
+    return removed
 
 
 def _pull(repo: Any, remote: str, branch: str) -> dict[str, Any]:

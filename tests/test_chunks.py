@@ -50,9 +50,10 @@ EVENTS = [
 
 def golden(name: str, produced: bytes) -> bytes:
     path = GOLDEN / name
-    if UPDATE or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if UPDATE:
         path.write_bytes(produced)
+    if not path.exists():
+        pytest.fail(f"missing golden file {path} (ENGRAM_UPDATE_GOLDEN=1 writes it)")
     return path.read_bytes()
 
 

@@ -30,7 +30,7 @@ from compiler.lock import VaultBusyError
 from compiler.memories import MemoryService
 from compiler.memory_input import MemoryInput
 from compiler.settings import Settings
-from compiler.sync import SYNC_PATHS, export_memories
+from compiler.sync import export_memories, sync_files
 from compiler.sync_cycle import install_sync, run_sync
 from compiler.sync_monitor import read_status
 from conftest import FakeEmbedder
@@ -67,7 +67,7 @@ class Machine:
 
     def export_and_commit(self) -> None:
         export_memories(self.vault, SETTINGS, embedder=self.embedder, created_by=self.name)
-        commit_paths(open_repo(self.vault), SYNC_PATHS, f"export on {self.name}")
+        commit_paths(open_repo(self.vault), sync_files(self.vault), f"export on {self.name}")
 
     def clean(self) -> bool:
         return git(self.vault, "status", "--porcelain") == ""
@@ -124,7 +124,7 @@ def assert_converged(laptop: Machine, server: Machine, live: set[str], gone: set
 
 def test_two_machines_sync_for_many_rounds_in_interleaved_orders(machines):
     laptop, server, _ = machines
-    rng = random.Random(20261130)
+    rng = random.Random(int(os.environ.get("ROUNDS_SEED", "20261130")))
     live: set[str] = set()
     gone: set[str] = set()
     orders = {"laptop, server": "LS", "server, laptop": "SL", "both export before either pulls": "",
@@ -282,14 +282,14 @@ def test_a_sync_killed_at_random_points_loses_nothing(machines):
     log_path = laptop.vault / ".engram/sync.log"
     live: set[str] = set()
 
-    def run(delay: float | None, whole_group: bool = False) -> tuple[bool, int, float]:
-        """Runs a sync in a subprocess; kills it `delay` s after its cycle starts (None: let it finish)."""
+    def run(delay: float | None, whole_group: bool = False, after: str = "start:") -> tuple[bool, int, float]:
+        """Runs a sync in a subprocess; kills it `delay` s after it logs `after` (None: let it finish)."""
         process = subprocess.Popen([sys.executable, "-c", script, str(laptop.vault)], cwd=ROOT, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        while f"pid={process.pid} start:" not in (log_path.read_text() if log_path.exists() else ""):
+        while f"pid={process.pid} {after}" not in (log_path.read_text() if log_path.exists() else ""):
             if process.poll() is not None:
                 break
-            time.sleep(0.01)
+            time.sleep(0.005)
         started = time.perf_counter()
         if delay is not None:
             time.sleep(delay)
@@ -304,12 +304,15 @@ def test_a_sync_killed_at_random_points_loses_nothing(machines):
     live.add(laptop.add(sentence(rng, "first")))
     _, _, cycle = run(None)  # how long one cycle takes here, from its start line to its end
     interrupted = []
-    for number in range(8):
+    for number in range(9):
         live.add(laptop.add(sentence(rng, "laptop", str(number))))
         live.add(server.add(sentence(rng, "server", str(number))))
         if number % 2:
             server.sync()  # so the laptop's pull has something to rebase onto
-        done, pid, _ = run(rng.uniform(0.0, cycle), whole_group=number % 3 == 0)
+        # kill it anywhere: during start-up, or just after one of its steps (pull, compile, export, commit)
+        after = ["start:", "start:", "step: pulled", "step: imported", "step: exported", "step: committed"][number % 6]
+        delay = rng.uniform(0.0, cycle) if number == 0 else rng.uniform(0.0, 0.08)
+        done, pid, _ = run(delay, whole_group=number % 3 == 0, after=after)
         before = log_path.read_text()
         mine = [line.split(f"pid={pid} ", 1)[1] for line in before.splitlines() if f" pid={pid} " in line]
         if not done:
@@ -321,3 +324,25 @@ def test_a_sync_killed_at_random_points_loses_nothing(machines):
     server.sync()
     laptop.sync()
     assert_converged(laptop, server, live, set())
+
+
+def test_cli_export_import_install_and_sync_settings(machines):
+    laptop, server, _ = machines
+    runner = CliRunner()
+    laptop.add("A memory exported through the CLI")
+    exported = runner.invoke(main, ["sync", "export", "--vault", str(laptop.vault), "--created-by", "cli", "--json"])
+    assert exported.exit_code == 0, exported.output
+    chunk = json.loads(exported.stdout)["chunk"]
+    assert chunk and f"chunk {chunk}" in exported.stderr
+    commit_paths(open_repo(laptop.vault), sync_files(laptop.vault), "export")
+    git(laptop.vault, "push", "--quiet", "origin", "HEAD:main")
+    git(server.vault, "pull", "--quiet", "--rebase", "origin", "main")
+    imported = runner.invoke(main, ["sync", "import", "--vault", str(server.vault), "--no-compile", "--json"])
+    assert imported.exit_code == 0 and json.loads(imported.stdout)["chunks_new"] == [chunk]
+    again = runner.invoke(main, ["sync", "install", "--vault", str(server.vault), "--json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)["changed"] == []  # idempotent
+    assert "merge-manifest %O %A %B" in git(server.vault, "config", "merge.engram-manifest.driver")
+    (server.vault / "engram.toml").write_text("[sync]\nremote = \"nowhere\"\nmax_failures = 1\n")
+    failed = runner.invoke(main, ["sync", "--vault", str(server.vault)])
+    assert failed.exit_code == 1 and "no remote 'nowhere'" in failed.stderr
+    assert runner.invoke(main, ["sync", "status", "--vault", str(server.vault)]).exit_code == 1  # 1 failure is enough
