@@ -1,0 +1,111 @@
+"""Cross-language recall: memories in one language, questions in the other (English ↔ Spanish).
+
+    python benchmarks/bilingual.py [--model M] [--json]
+
+A small hand-made set (16 facts, each written in both languages, one question per language).
+Each direction stores the facts in one language and asks the questions in the other through
+the product's recall; prints Hit@1 and Hit@3 per direction. A multilingual sentence-transformers
+model can be passed with --model (a directory or name); the default is the bundled MiniLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from compiler.memories import MemoryService  # noqa: E402
+from compiler.memory_input import MemoryInput  # noqa: E402
+from compiler.recall import recall  # noqa: E402
+from compiler.settings import load_settings  # noqa: E402
+
+# (fact in English, fact in Spanish, question in English, question in Spanish)
+FACTS = [
+    ("The payments service is deployed with blue-green releases on ECS.",
+     "El servicio de pagos se despliega con releases blue-green en ECS.",
+     "How is the payments service deployed?", "¿Cómo se despliega el servicio de pagos?"),
+    ("Marta owns the refunds and disputes flow.", "Marta es la responsable del flujo de reembolsos y disputas.",
+     "Who is responsible for refunds?", "¿Quién se encarga de los reembolsos?"),
+    ("The nightly backup is stored in an S3 bucket in Frankfurt.",
+     "La copia de seguridad nocturna se guarda en un bucket de S3 en Fráncfort.",
+     "Where are the nightly backups kept?", "¿Dónde se guardan las copias de seguridad?"),
+    ("The user prefers dark mode in every editor.", "El usuario prefiere el modo oscuro en todos los editores.",
+     "Which color theme does the user like?", "¿Qué tema de colores le gusta al usuario?"),
+    ("Never deploy on Fridays after three in the afternoon.", "Nunca desplegamos los viernes después de las tres de la tarde.",
+     "When are deploys forbidden?", "¿Cuándo está prohibido desplegar?"),
+    ("The data warehouse is refreshed every six hours with dbt.",
+     "El almacén de datos se actualiza cada seis horas con dbt.",
+     "How often is the warehouse updated?", "¿Cada cuánto se actualiza el almacén de datos?"),
+    ("Integration tests run against a real PostgreSQL in Docker.",
+     "Las pruebas de integración usan un PostgreSQL real en Docker.",
+     "What database do integration tests use?", "¿Qué base de datos usan las pruebas de integración?"),
+    ("The on-call rotation changes every Monday at nine.", "La guardia rota cada lunes a las nueve.",
+     "When does the on-call shift change?", "¿Cuándo cambia el turno de guardia?"),
+    ("Customer invoices are generated as PDF on the first day of the month.",
+     "Las facturas de los clientes se generan en PDF el primer día del mes.",
+     "When are invoices created?", "¿Cuándo se crean las facturas?"),
+    ("The mobile app is written in Kotlin and Swift.", "La aplicación móvil está escrita en Kotlin y Swift.",
+     "Which languages is the mobile app built with?", "¿En qué lenguajes está hecha la app móvil?"),
+    ("API keys are rotated every ninety days.", "Las claves de la API se rotan cada noventa días.",
+     "How often do we rotate API keys?", "¿Cada cuánto rotamos las claves de la API?"),
+    ("The office is closed during the first week of August.",
+     "La oficina cierra durante la primera semana de agosto.",
+     "When is the office closed for holidays?", "¿Cuándo cierra la oficina por vacaciones?"),
+    ("Search uses OpenSearch with three data nodes.", "La búsqueda usa OpenSearch con tres nodos de datos.",
+     "What runs the search engine?", "¿Qué motor usa la búsqueda?"),
+    ("Luis is learning Rust to rewrite the image resizer.",
+     "Luis está aprendiendo Rust para reescribir el redimensionador de imágenes.",
+     "Who is rewriting the image resizer?", "¿Quién va a reescribir el redimensionador de imágenes?"),
+    ("The rate limit is one hundred requests per minute per customer.",
+     "El límite es de cien peticiones por minuto por cliente.",
+     "What is the API rate limit?", "¿Cuál es el límite de peticiones de la API?"),
+    ("Product analytics events are deduplicated by message id.",
+     "Los eventos de analítica de producto se deduplican por message id.",
+     "How are duplicate analytics events removed?", "¿Cómo se eliminan los eventos duplicados?"),
+]
+
+
+def run_direction(store_spanish: bool, model: str) -> dict[str, float]:
+    """Stores the facts in one language, asks in the other; returns Hit@1 and Hit@3."""
+    vault = Path(tempfile.mkdtemp(prefix="engram-bilingual-"))
+    (vault / ".engram").mkdir()
+    settings = load_settings(vault, model=model, now="2026-11-30 12:00:00")
+    try:
+        with MemoryService(vault, settings) as memories:
+            stored = memories.add_many([MemoryInput(content=f[1] if store_spanish else f[0], project="p",
+                                                    source_id=f"fact-{n}") for n, f in enumerate(FACTS)])
+            ids = [r["id"] for r in stored["results"]]
+            ranks = []
+            for n, fact in enumerate(FACTS):
+                hits = recall(memories, fact[2] if store_spanish else fact[3], 3, reinforce=False)
+                ranks.append(next((r for r, h in enumerate(hits, 1) if h["id"] == ids[n]), 0))
+    finally:
+        shutil.rmtree(vault, ignore_errors=True)
+    return {"hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 3),
+            "hit@3": round(sum(r > 0 for r in ranks) / len(ranks), 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="", help="a sentence-transformers directory or name")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    model = args.model or load_settings(Path(tempfile.gettempdir())).model
+    result = {"model": model, "facts": len(FACTS),
+              "spanish notes, english questions": run_direction(True, model),
+              "english notes, spanish questions": run_direction(False, model)}
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    print(f"{model}, {len(FACTS)} facts")
+    for name in ("spanish notes, english questions", "english notes, spanish questions"):
+        print(f"  {name:<34} Hit@1 {result[name]['hit@1']:.0%}  Hit@3 {result[name]['hit@3']:.0%}")
+
+
+if __name__ == "__main__":
+    main()
