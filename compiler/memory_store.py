@@ -47,7 +47,7 @@ class MemoryKeywordHit:
     bm25: float  # positive; larger is better
 
 
-TABLE = "memories_v2"  # a new name when the columns change: the old table is simply ignored
+TABLE = "memories_v3"  # a new name when the layout changes: the old table is simply ignored
 WEIGHTS = "0, 0, 0, 1.0, 1.0, 0.5"  # id, project, text_sha (unindexed), title, content, context
 
 
@@ -60,14 +60,24 @@ class MemoryKeywordIndex:
         self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, project UNINDEXED, "
                          f"text_sha UNINDEXED, title, content, context, tokenize='{TOKENIZER}')")
 
+        # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid,
+        # so replacing one row is a key lookup, not a scan of every memory.
+        self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
+
     def hashes(self) -> dict[str, str]:
-        return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}"))
+        return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
 
     def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, str, str, str, str, str]]) -> None:
         """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content, context) rows."""
+        rows = list(rows)
         with self._db:
-            self._db.executemany(f"DELETE FROM {TABLE} WHERE id = ?", [(i,) for i in deleted])
-            self._db.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", list(rows))
+            gone = [(i,) for i in deleted]
+            self._db.executemany(f"DELETE FROM {TABLE} WHERE rowid = (SELECT rowid FROM {TABLE}_rows WHERE id = ?)", gone)
+            self._db.executemany(f"DELETE FROM {TABLE}_rows WHERE id = ?", gone)
+            for row in rows:
+                cursor = self._db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha) VALUES (?, ?)", (row[0], row[2]))
+                self._db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *row))
 
     def search(self, query: str, limit: int, project: str = "") -> list[MemoryKeywordHit]:
         expression = match_expression(query)

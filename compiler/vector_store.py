@@ -21,6 +21,8 @@ from compiler.index_generation import client_is_stale, mark_current
 COLLECTION = "sections"
 HNSW = {"space": "cosine", "ef_search": 200, "ef_construction": 200}  # default ef finds ~half the true top 10 at 50k
 _ADD_BATCH = 2000
+_GET_BATCH = 500
+_QUERY_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -161,14 +163,18 @@ class VectorStore:
         total = self.count()
         if total == 0 or len(vectors) == 0:
             return [[] for _ in range(len(vectors))]
-        result = self._collection.query(query_embeddings=vectors.tolist(), n_results=min(n, total),
-                                        include=["distances"])
-        return [[(i, 1.0 - float(d)) for i, d in zip(ids, dists)]
-                for ids, dists in zip(result["ids"], result["distances"])]
+        found: list[list[tuple[str, float]]] = []
+        for start in range(0, len(vectors), _QUERY_BATCH):  # bounded requests at any scale
+            result = self._collection.query(query_embeddings=vectors[start:start + _QUERY_BATCH].tolist(),
+                                            n_results=min(n, total), include=["distances"])
+            found += [[(i, 1.0 - float(d)) for i, d in zip(ids, dists)]
+                      for ids, dists in zip(result["ids"], result["distances"])]
+        return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Returns the stored vector of each known id."""
-        if not ids:
-            return {}
-        result = self._collection.get(ids=list(ids), include=["embeddings"])
-        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(result["ids"], result["embeddings"])}
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), _GET_BATCH):  # SQLite caps the variables of one statement
+            result = self._collection.get(ids=list(ids[start:start + _GET_BATCH]), include=["embeddings"])
+            found.update((i, np.asarray(v, dtype=np.float32)) for i, v in zip(result["ids"], result["embeddings"]))
+        return found
