@@ -55,6 +55,8 @@ class MemoryService:
         self._fixed_now = now or (parse_time(settings.now) if settings.now else None)
         self._index: MemoryIndex | None = None
         self._fold = IncrementalFold()
+        self._synced_key: tuple[int, str] | None = None  # the event set the index was last synced to
+        self._live_cache: tuple[Any, dict[str, Observation]] | None = None
         self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.replace_min,
                                  settings.merge_max_chars, settings.associate_min, settings.associate_max)
 
@@ -89,11 +91,22 @@ class MemoryService:
         """Returns every memory (live or not) folded from the events; a copy the caller may change."""
         return dict(self._fold.update(self.events()[0]))
 
+    def events_key(self) -> tuple[int, str]:
+        """Returns a cheap fingerprint of the event set: it changes whenever an event is added."""
+        events = self.events()[0]
+        return len(events), events[-1].id if events else ""
+
     def live(self, state: dict[str, Observation] | None = None) -> dict[str, Observation]:
-        """Returns live, unarchived memories at `now`."""
-        state = self.state() if state is None else state
-        pruned = archived(state, self.now())
-        return {i: o for i, o in state.items() if o.live and i not in pruned}
+        """Returns live, unarchived memories at `now` (cached while neither the events nor `now` change)."""
+        if state is not None:
+            pruned = archived(state, self.now())
+            return {i: o for i, o in state.items() if o.live and i not in pruned}
+        key = (self.events_key(), self.now().replace(second=0))  # the archive changes over days, not seconds
+        if self._live_cache is None or self._live_cache[0] != key:
+            state = self.state()
+            pruned = archived(state, self.now())
+            self._live_cache = (key, {i: o for i, o in state.items() if o.live and i not in pruned})
+        return dict(self._live_cache[1])
 
     def embedder(self) -> Embedder:
         if self._embedder is None:
@@ -106,9 +119,22 @@ class MemoryService:
         return self._index
 
     def sync_index(self) -> int:
-        """Brings the memory index in step with the events; returns texts embedded."""
+        """Brings the memory index in step with the events; returns texts embedded.
+
+        Checking every memory is O(n): skipped while the event set is the one last synced.
+        """
+        key = self.events_key()
+        if key == self._synced_key:
+            return 0
         live = {i: o for i, o in self.state().items() if o.live}
-        return sync_index(self.index(), live, self.embedder, self._identity)
+        embedded = sync_index(self.index(), live, self.embedder, self._identity)
+        self._synced_key = key
+        return embedded
+
+    def mark_synced(self, before: tuple[int, str]) -> None:
+        """After appending events that change no indexed text (recalls): the index is still in step."""
+        if self._synced_key == before:
+            self._synced_key = self.events_key()
 
     def get(self, memory_id: str) -> Observation:
         found = self.state().get(memory_id)
@@ -129,14 +155,15 @@ class MemoryService:
         """
         clean = [validate(i) for i in items]
         with writer_lock(self.engram):
+            embedded = self.sync_index()
             state = self.state()
-            embedded = self._sync_if_stale(state)
             results: list[dict[str, Any]] = []
             for start in range(0, len(clean), IMPORT_BATCH):
                 batch = clean[start:start + IMPORT_BATCH]
                 vectors, fresh = self.index().embed([memory_text(_draft(i)) for i in batch], self.embedder, self._identity)
                 embedded += fresh
                 results.extend(self._resolve_batch(batch, vectors, state))
+            self._synced_key = self.events_key()  # every memory written was indexed as it was written
         actions: dict[str, int] = {}
         for result in results:
             actions[result["action"]] = actions.get(result["action"], 0) + 1
@@ -151,10 +178,6 @@ class MemoryService:
                                 event_data(item))
             self._write([event])
         return self._answer(Decision("new"), self.get(memory_id))
-
-    def _sync_if_stale(self, state: dict[str, Observation]) -> int:
-        live = {i: o for i, o in state.items() if o.live}
-        return sync_index(self.index(), live, self.embedder, self._identity)
 
     def _resolve_batch(self, batch: Sequence[MemoryInput], vectors: np.ndarray,
                        state: dict[str, Observation]) -> list[dict[str, Any]]:
@@ -249,7 +272,7 @@ class MemoryService:
 
     def _write(self, events: Sequence[MemoryEvent]) -> None:
         append_events(self.engram, events)
-        self._sync_if_stale(self.state())
+        self.sync_index()
 
     def describe(self, memory_id: str, state: dict[str, Observation] | None = None) -> dict[str, Any]:
         """Returns a memory as a dict, with its strength now."""

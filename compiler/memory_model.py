@@ -8,7 +8,7 @@ counted from the last reinforcement (save, update, merge, replace, reinforce, re
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -182,6 +182,17 @@ _APPLY = {"reinforce": _reinforce, "merge": _rewrite, "replace": _rewrite, "upda
           "delete": _delete, "restore": _restore, "consolidate": _consolidate}
 
 
+def association_graph(memories: Mapping[str, Observation]) -> dict[str, dict[str, float]]:
+    """Returns association links in both directions among `memories`: {id: {other: weight}}."""
+    graph: dict[str, dict[str, float]] = {}
+    for memory_id, obs in memories.items():
+        for other, weight in obs.links:
+            if other in memories and other != memory_id:
+                for a, b in ((memory_id, other), (other, memory_id)):
+                    graph.setdefault(a, {})[b] = max(graph.get(a, {}).get(b, 0.0), weight)
+    return graph
+
+
 def archived(observations: dict[str, Observation], now: datetime) -> set[str]:
     """Returns the ids of live memories pruned at `now`: weaker than 0.05 and not protected.
 
@@ -190,9 +201,5 @@ def archived(observations: dict[str, Observation], now: datetime) -> set[str]:
     """
     strength = {i: o.strength(now) for i, o in observations.items() if o.live}
     weak = {i for i, s in strength.items() if s < PRUNE_BELOW and observations[i].kind in ("memory", "failure")}
-    neighbours: dict[str, set[str]] = {}
-    for i, obs in observations.items():
-        for other, _ in obs.links:
-            neighbours.setdefault(i, set()).add(other)
-            neighbours.setdefault(other, set()).add(i)
-    return {i for i in weak if not any(strength.get(n, 0.0) >= STRONG_NEIGHBOUR for n in neighbours.get(i, ()))}
+    neighbours = association_graph(observations)
+    return {i for i in weak if not any(strength.get(n, 0.0) >= STRONG_NEIGHBOUR for n in neighbours.get(i, {}))}

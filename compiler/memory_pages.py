@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from compiler.memory_model import CATEGORIES, Observation, half_life_days
+from compiler.memory_model import CATEGORIES, Observation, association_graph, half_life_days
 
 CONTENT_START, CONTENT_END = "<!-- engram:content -->", "<!-- /engram:content -->"
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)),
@@ -56,8 +56,9 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
     paths = {i: memory_page(o, projects) for i, o in live.items()}
     pages: dict[str, str] = {}
     template = env.get_template("memory.md.j2")
+    adjacency = association_graph(live)
     for memory_id, obs in sorted(live.items()):
-        related = _related(obs, live, paths)
+        related = [(live[i], w) for i, w in sorted(adjacency.get(memory_id, {}).items(), key=lambda kv: (-kv[1], kv[0]))]
         pages[paths[memory_id]] = template.render(
             obs=obs, strength=obs.strength(now), half_life=half_life_days(obs.category, obs.importance),
             related=related, page_of=paths, content_start=CONTENT_START, content_end=CONTENT_END,
@@ -77,16 +78,6 @@ def project_links(state: Mapping[str, Observation]) -> list[tuple[str, str]]:
     """Returns (project name, project page path) for the catalog."""
     projects = project_slugs([o.project for o in state.values() if o.live])
     return [(p, f"projects/{s}.md") for p, s in sorted(projects.items())]
-
-
-def _related(obs: Observation, live: Mapping[str, Observation], paths: Mapping[str, str]) -> list[tuple[Observation, float]]:
-    """Returns association neighbours in both directions, strongest link first."""
-    weights = {other: w for other, w in obs.links if other in live}
-    for other in live.values():
-        for target, w in other.links:
-            if target == obs.id:
-                weights[other.id] = max(weights.get(other.id, 0.0), w)
-    return [(live[i], w) for i, w in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])) if i in paths]
 
 
 def _project(project: str, members: list[Observation], paths: Mapping[str, str], now: datetime) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from compiler.memories import MemoryService
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id
-from compiler.memory_model import Observation
+from compiler.memory_model import Observation, association_graph
 from compiler.lock import writer_lock
 
 BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6
@@ -53,7 +53,9 @@ def recall(service: MemoryService, query: str, n: int = 5, *, project: str = "",
     ranked = sorted(scores, key=lambda i: (-scores[i], i))[:n]
     if reinforce and ranked:
         with writer_lock(service.engram):
+            before = service.events_key()
             append_events(service.engram, [MemoryEvent(new_id("ev-"), "recall", i, format_time(now)) for i in ranked])
+            service.mark_synced(before)
     return [_hit(allowed[i], scores[i], cosines.get(i, 0.0), keyword.get(i, 0.0), allowed[i].strength(now))
             for i in ranked]
 
@@ -78,7 +80,7 @@ def _fill_cosines(service: MemoryService, query_vector: np.ndarray, cosines: dic
 def _spread_graph_bonus(scores: dict[str, float], allowed: Mapping[str, Observation], service: MemoryService,
                         query_vector: np.ndarray, cosines: dict[str, float], now: Any) -> None:
     """Adds the graph bonus breadth-first from the best hits; neighbours become candidates."""
-    graph = _adjacency(allowed)
+    graph = association_graph(allowed)
     seeds = sorted(scores, key=lambda i: (-scores[i], i))[:SEEDS]
     bonus: dict[str, float] = {}
     queue = deque((seed, 0) for seed in seeds)
@@ -101,17 +103,6 @@ def _spread_graph_bonus(scores: dict[str, float], allowed: Mapping[str, Observat
     for memory_id, gain in bonus.items():
         if memory_id not in seeds:
             scores[memory_id] += gain
-
-
-def _adjacency(memories: Mapping[str, Observation]) -> dict[str, dict[str, float]]:
-    """Returns association links as an undirected weighted adjacency over `memories`."""
-    graph: dict[str, dict[str, float]] = {}
-    for memory_id, obs in memories.items():
-        for other, weight in obs.links:
-            if other in memories:
-                graph.setdefault(memory_id, {})[other] = weight
-                graph.setdefault(other, {})[memory_id] = weight
-    return graph
 
 
 def _hit(obs: Observation, score: float, cosine: float, bm25: float, strength: float) -> dict[str, Any]:
