@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +22,7 @@ from compiler.embed import Embedder, load_embedder, model_identity
 from compiler.lock import writer_lock
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id, parse_time, read_journal
 from compiler.memory_input import MemoryInput, MemoryInputError, event_data, validate
-from compiler.memory_model import IncrementalFold, Observation, archived
+from compiler.memory_model import IncrementalFold, Observation, apply_event, archived
 from compiler.memory_store import MemoryIndex, conversation_context, memory_text, sync_index
 from compiler.records import BuildWarning
 from compiler.resolve import Decision, Thresholds, decide
@@ -198,7 +198,7 @@ class MemoryService:
                        and state[i].project == item.project and state[i].kind == item.kind]
             decision = decide(item.content, nearest, self.limits)
             event = self._event_for(decision, item, memory_id, at, previous.get((item.project, item.session_id), ""))
-            state.update(fold_one(state, event))
+            state[event.memory] = apply_event(state.get(event.memory), event) or state[event.memory]
             events.append(event)
             pending[event.memory] = vectors[row]
             previous[(item.project, item.session_id)] = event.memory
@@ -285,16 +285,6 @@ class MemoryService:
         return data
 
 
-def fold_one(state: dict[str, Observation], event: MemoryEvent) -> dict[str, Observation]:
-    """Returns the memory `event` changes, after applying it to its current state."""
-    from compiler.memory_model import _APPLY, _saved
-
-    current = state.get(event.memory)
-    if event.op == "save":
-        return {event.memory: current or _saved(event)}
-    return {event.memory: _APPLY[event.op](current, event)} if current else {}
-
-
 def _event_id(op: str, memory_id: str) -> str:
     """Deterministic for writes derived from a stable memory id: re-importing writes the same event."""
     return "ev-" + hashlib.sha256(f"{op}\x00{memory_id}".encode()).hexdigest()[:16]
@@ -324,7 +314,3 @@ def read_import_file(path: Path) -> tuple[list[MemoryInput], list[BuildWarning]]
         except (ValueError, TypeError) as error:
             warnings.append(BuildWarning(path.name, number, f"skipped: {error}", "import"))
     return items, warnings
-
-
-def as_inputs(items: Iterable[dict[str, Any]]) -> list[MemoryInput]:
-    return [MemoryInput(**item) for item in items]

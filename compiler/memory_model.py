@@ -110,15 +110,21 @@ class IncrementalFold:
             self.__init__()  # type: ignore[misc]
             return self.update(events)
         for event in fresh:
-            current = self.state.get(event.memory)
-            if event.op == "save" and current is None:
-                self.state[event.memory] = _saved(event)
-            elif event.op != "save" and current is not None:
-                self.state[event.memory] = _APPLY[event.op](current, event)
+            changed = apply_event(self.state.get(event.memory), event)
+            if changed is not None:
+                self.state[event.memory] = changed
             self._applied.add(event.id)
         if fresh:
             self._last = fresh[-1].order()
         return self.state
+
+
+def apply_event(current: Observation | None, event: MemoryEvent) -> Observation | None:
+    """Returns the memory after `event`; None when the event changes nothing (a repeated save,
+    or a change to a memory never saved)."""
+    if event.op == "save":
+        return None if current is not None else _saved(event)
+    return _APPLY[event.op](current, event) if current is not None else None
 
 
 def _saved(event: MemoryEvent) -> Observation:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
