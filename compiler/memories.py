@@ -240,7 +240,8 @@ class MemoryService:
         memories = [live[i] for i in ids if i in live]
         vectors, _ = self.index().embed([memory_text(m) for m in memories], self.embedder, self._identity)
         self.index().put(memories, vectors, context)
-        touched = {live[i].follows for i in ids if i in live} - set(ids)
+        before = {live[i].follows for i in ids if i in live}  # their context gained the new memories
+        touched = (before | {live[i].follows for i in before if i in live}) - set(ids)
         self.index().put_keywords([live[i] for i in sorted(touched) if i in live], context)
 
     def update(self, memory_id: str, content: str | None = None, importance: float | None = None,

@@ -27,18 +27,28 @@ def memory_text(obs: Observation) -> str:
     return obs.content if not title or obs.content.startswith(title) else f"{title}\n{obs.content}"
 
 
+_FAR = "\x1f"  # separates the near context (±1) from the far one (±2) in one string
+
+
 def conversation_context(live: Mapping[str, Observation]) -> dict[str, str]:
-    """Returns, per memory, the text of the memories written just before and after it in one batch.
+    """Returns, per memory, the text of the memories written one and two places before and after
+    it in one batch, as "near␟far".
 
     A turn of a conversation ("Yes, it was amazing!") often names its subject only in its
-    neighbours; indexing them (at a lower BM25 weight) lets keyword search find it.
+    neighbours; indexing them (at lower BM25 weights) lets keyword search find it.
     """
     after: dict[str, str] = {}
     for memory_id, obs in live.items():
         if obs.follows in live:
             after.setdefault(obs.follows, memory_id)
-    return {i: "\n".join(live[n].content for n in (o.follows, after.get(i, "")) if n in live)
-            for i, o in live.items() if o.follows in live or i in after}
+    before = {i: o.follows for i, o in live.items() if o.follows in live}
+    context = {}
+    for i in live:
+        near = [n for n in (before.get(i, ""), after.get(i, "")) if n]
+        far = [n for n in (before.get(before.get(i, ""), ""), after.get(after.get(i, ""), "")) if n]
+        if near:
+            context[i] = "\n".join(live[n].content for n in near) + _FAR + "\n".join(live[n].content for n in far)
+    return context
 
 
 @dataclass(frozen=True)
@@ -47,8 +57,8 @@ class MemoryKeywordHit:
     bm25: float  # positive; larger is better
 
 
-TABLE = "memories_v3"  # a new name when the layout changes: the old table is simply ignored
-WEIGHTS = "0, 0, 0, 1.0, 1.0, 0.5"  # id, project, text_sha (unindexed), title, content, context
+TABLE = "memories_v4"  # a new name when the layout changes: the old table is simply ignored
+WEIGHTS = "0, 0, 0, 1.0, 1.0, 0.5, 0.4"  # id, project, text_sha (unindexed), title, content, near, far context
 
 
 class MemoryKeywordIndex:
@@ -58,7 +68,7 @@ class MemoryKeywordIndex:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path)
         self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, project UNINDEXED, "
-                         f"text_sha UNINDEXED, title, content, context, tokenize='{TOKENIZER}')")
+                         f"text_sha UNINDEXED, title, content, context, context2, tokenize='{TOKENIZER}')")
 
         # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid,
         # so replacing one row is a key lookup, not a scan of every memory.
@@ -67,8 +77,8 @@ class MemoryKeywordIndex:
     def hashes(self) -> dict[str, str]:
         return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
 
-    def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, str, str, str, str, str]]) -> None:
-        """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content, context) rows."""
+    def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, ...]]) -> None:
+        """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content, context, context2) rows."""
         rows = list(rows)
         with self._db:
             gone = [(i,) for i in deleted]
@@ -76,8 +86,8 @@ class MemoryKeywordIndex:
             self._db.executemany(f"DELETE FROM {TABLE}_rows WHERE id = ?", gone)
             for row in rows:
                 cursor = self._db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha) VALUES (?, ?)", (row[0], row[2]))
-                self._db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context) "
-                                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *row))
+                self._db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context, "
+                                 "context2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *row))
 
     def search(self, query: str, limit: int, project: str = "") -> list[MemoryKeywordHit]:
         expression = match_expression(query)
@@ -132,11 +142,12 @@ class MemoryIndex:
         return [(h.id, h.cosine) for h in self.vectors.query(vector, n, where)]
 
 
-def keyword_row(obs: Observation, context: str) -> tuple[str, str, str, str, str, str]:
+def keyword_row(obs: Observation, context: str) -> tuple[str, str, str, str, str, str, str]:
     """Returns the FTS row of a memory. A title that merely repeats the content's start is not
     indexed again, so it does not count twice."""
     title = "" if obs.content.startswith(obs.title.rstrip("…")) else obs.title
-    return (obs.id, obs.project, row_hash(obs, context), title, obs.content, context)
+    near, _, far = context.partition(_FAR)
+    return (obs.id, obs.project, row_hash(obs, context), title, obs.content, near, far)
 
 
 def row_hash(obs: Observation, context: str) -> str:
