@@ -20,7 +20,7 @@ from compiler.fts import KeywordIndex, NoteRow, SectionRow
 from compiler.graph import build_graph, graph_json, semantic_neighbours
 from compiler.links import resolve_links
 from compiler.lock import writer_lock
-from compiler.memory_stage import MemoryStage, compile_memories, page_hashes
+from compiler.memory_stage import MemoryStage, compile_memories
 from compiler.output import write_pages
 from compiler.parse import parse_note
 from compiler.records import BuildWarning, Note, ResolvedLink
@@ -121,12 +121,12 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
                                          settings.related_min_cosine, settings.related_max)
         _save_graph(paths, state.notes, links, neighbours)
         env = template_environment(_template_overrides(paths, settings), settings.out)
-        memory = compile_memories(paths.root, settings, env, previous.memory_pages, embedder)
+        memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
         report.memories = {"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                            "maintenance": memory.maintenance}
         report.warnings.extend(memory.warnings)
         state.pages = _render(paths, settings, env, state.notes, links, neighbours, memory, report)
-        state.memory_pages = page_hashes(memory.pages, memory.state)
+        state.memory_pages = memory.page_ids
         state.memory_events = memory.events_digest
         save_state(paths.state, state)
     report.notes, report.links = len(state.notes), _link_counts(links)

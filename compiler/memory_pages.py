@@ -47,11 +47,12 @@ def memory_page(obs: Observation, projects: Mapping[str, str]) -> str:
 
 
 def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now: datetime,
-                        env: jinja2.Environment) -> dict[str, str]:
-    """Returns {page path: text} for every live observation, each project, and the archive."""
+                        env: jinja2.Environment) -> tuple[dict[str, str], dict[str, str]]:
+    """Returns ({page path: text} for every live observation, each project and the archive,
+    {observation page path: memory id})."""
     live = {i: o for i, o in state.items() if o.live and i not in pruned}
     if not state:
-        return {}
+        return {}, {}
     projects = project_slugs([o.project for o in state.values()])
     paths = {i: memory_page(o, projects) for i, o in live.items()}
     pages: dict[str, str] = {}
@@ -71,7 +72,7 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
         pages[f"projects/{projects[project]}.md"] = project_template.render(**_project(project, members, paths, now))
     archived = sorted((o for i, o in state.items() if i in pruned or not o.live), key=lambda o: (o.project, o.id))
     pages["memory/archive.md"] = env.get_template("archive.md.j2").render(archived=archived, now=now)
-    return pages
+    return pages, {page: memory_id for memory_id, page in paths.items()}
 
 
 def project_links(state: Mapping[str, Observation]) -> list[tuple[str, str]]:

@@ -8,7 +8,6 @@ instead of being overwritten.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from compiler.settings import Settings
 class MemoryStage:
     state: dict[str, Observation] = field(default_factory=dict)
     pages: dict[str, str] = field(default_factory=dict)  # path inside the output folder → text
+    page_ids: dict[str, str] = field(default_factory=dict)  # observation page → memory id, to spot edits later
     projects: list[tuple[str, str]] = field(default_factory=list)  # (name, page path) for the catalog
     warnings: list[BuildWarning] = field(default_factory=list)
     edits: list[str] = field(default_factory=list)  # memory ids updated from page edits
@@ -40,19 +40,20 @@ class MemoryStage:
     events_digest: str = ""  # of every event the pages reflect ("" when there are none)
 
 
-def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, written: Mapping[str, str],
-                     embedder: Embedder | None = None) -> MemoryStage:
-    """Returns the memory part of a build. `written` maps page paths to the sha256 we last wrote."""
+def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, page_ids: Mapping[str, str],
+                     written: Mapping[str, str], embedder: Embedder | None = None) -> MemoryStage:
+    """Returns the memory part of a build. `page_ids` maps the observation pages of the last build
+    to their memory ids; `written` maps every vault-relative page to the sha256 we last wrote."""
     result = MemoryStage()
     with MemoryService(root, settings, embedder=embedder) as service:
         events, result.warnings = service.events()
         if not events:
             return result
-        result.edits = _take_page_edits(root, settings.out, service, written)
+        result.edits = _take_page_edits(root, settings.out, service, page_ids, written)
         result.maintenance = _maintain_if_due(service, events)
         result.state = service.state()
         pruned = archived(result.state, service.now())
-        result.pages = render_memory_pages(result.state, pruned, service.now(), env)
+        result.pages, result.page_ids = render_memory_pages(result.state, pruned, service.now(), env)
         result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
         result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
         result.archived = len(pruned)
@@ -67,16 +68,17 @@ def _maintain_if_due(service: MemoryService, events: list[MemoryEvent]) -> dict[
     return run_maintenance(service)
 
 
-def _take_page_edits(root: Path, out: str, service: MemoryService, written: Mapping[str, str]) -> list[str]:
+def _take_page_edits(root: Path, out: str, service: MemoryService, page_ids: Mapping[str, str],
+                     written: Mapping[str, str]) -> list[str]:
     """Turns edited observation pages into update events; returns the ids updated."""
     state = service.state()
     events: list[MemoryEvent] = []
-    for page, (memory_id, sha) in sorted(written.items()):
+    for page, memory_id in sorted(page_ids.items()):
         path = root / out / page
         if memory_id not in state or not path.is_file() or not is_generated(path):
             continue
         data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() == sha:
+        if hashlib.sha256(data).hexdigest() == written.get(f"{out}/{page}"):
             continue
         content = read_edited_content(data.decode("utf-8", errors="replace"))
         if content and content != state[memory_id].content:
@@ -85,21 +87,3 @@ def _take_page_edits(root: Path, out: str, service: MemoryService, written: Mapp
     if events:
         append_events(service.engram, events)
     return [e.memory for e in events]
-
-
-def page_hashes(pages: Mapping[str, str], state: Mapping[str, Observation]) -> dict[str, tuple[str, str]]:
-    """Returns {page path: (memory id, sha256 of the text)} for observation pages, to spot edits later."""
-    result: dict[str, tuple[str, str]] = {}
-    for page, text in pages.items():
-        if page.startswith("memory/") and page != "memory/archive.md":
-            memory_id = _page_id(text)
-            if memory_id in state:
-                result[page] = (memory_id, hashlib.sha256(text.encode("utf-8")).hexdigest())
-    return result
-
-
-def _page_id(text: str) -> str:
-    for line in text.split("\n---", 1)[0].splitlines():
-        if line.startswith("id: "):
-            return json.loads(line[4:])
-    return ""

@@ -24,7 +24,7 @@ class BuildState:
     files: dict[str, FileStamp] = field(default_factory=dict)
     notes: dict[str, Note] = field(default_factory=dict)  # parsed notes; binary files have no entry
     warnings: dict[str, list[BuildWarning]] = field(default_factory=dict)  # parse warnings per file
-    memory_pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # page → (memory id, sha we wrote)
+    memory_pages: dict[str, str] = field(default_factory=dict)  # observation page → memory id (edits → updates)
     pages: dict[str, str] = field(default_factory=dict)  # vault-relative page → sha256 (for `engram check`)
     memory_events: str = ""  # digest of the memory events the pages were rendered from ("" when none)
 
@@ -33,7 +33,7 @@ class BuildState:
                 "files": {p: [s.size, s.mtime_ns, s.sha256] for p, s in sorted(self.files.items())},
                 "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
                 "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
-                "memory_pages": {p: list(v) for p, v in sorted(self.memory_pages.items())},
+                "memory_pages": dict(sorted(self.memory_pages.items())),
                 "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events}
         return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -51,7 +51,7 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             files={p: FileStamp(p, size, mtime, sha) for p, (size, mtime, sha) in data["files"].items()},
             notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
             warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
-            memory_pages={p: (v[0], v[1]) for p, v in data.get("memory_pages", {}).items()},
+            memory_pages={p: v if isinstance(v, str) else v[0] for p, v in data.get("memory_pages", {}).items()},
             pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", "")), ""
     except (ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
