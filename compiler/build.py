@@ -21,7 +21,7 @@ from compiler.graph import build_graph, graph_json, semantic_neighbours
 from compiler.links import resolve_links
 from compiler.lock import writer_lock
 from compiler.memory_stage import MemoryStage, compile_memories
-from compiler.output import write_pages
+from compiler.output import atomic_write, write_pages
 from compiler.parse import parse_note
 from compiler.records import BuildWarning, Note, ResolvedLink
 from compiler.render import VaultView, render_note_pages, template_environment
@@ -137,15 +137,22 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
 
 def _previous_state(paths: VaultPaths, identity: str, settings: Settings) -> tuple[BuildState, str]:
     previous, reason = load_state(paths.state)
-    if not reason and previous.model != identity:
-        reason = f"embedding model changed ({previous.model} → {identity})"
-    elif not reason and previous.fingerprint != settings.index_fingerprint():
-        reason = "index settings changed (model, max_note_bytes or max_section_chars)"
-    elif not reason and previous.parser != parser_fingerprint():
-        reason = "the parser changed (a new engram version): every note is parsed again"
-    elif not reason and not paths.fts.is_file():
+    if not reason:
+        reason = rebuild_reason(previous, identity, settings)[0]
+    if not reason and not paths.fts.is_file():
         reason = "keyword index missing"
     return (BuildState(), reason) if reason else (previous, "")
+
+
+def rebuild_reason(previous: BuildState, identity: str, settings: Settings) -> tuple[str, str]:
+    """Returns (why the last build's results cannot be reused, the file behind it), or ("", "")."""
+    if previous.model != identity:
+        return f"embedding model changed ({previous.model} → {identity})", "engram.toml"
+    if previous.fingerprint != settings.index_fingerprint():
+        return "index settings changed (model, max_note_bytes or max_section_chars)", "engram.toml"
+    if previous.parser != parser_fingerprint():
+        return "the parser changed (a new engram version): every note is parsed again", ".engram/cache/state.json"
+    return "", ""
 
 
 def parser_fingerprint() -> str:
@@ -270,8 +277,6 @@ def _note_vectors(notes: Mapping[str, Note], vectors: Mapping[str, np.ndarray]) 
 
 def _save_graph(paths: VaultPaths, notes: Mapping[str, Note], links: Sequence[ResolvedLink],
                 neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> None:
-    from compiler.output import atomic_write
-
     data = graph_json(build_graph(list(notes.values()), links, neighbours)).encode("utf-8")
     if not paths.graph.is_file() or paths.graph.read_bytes() != data:
         atomic_write(paths.graph, data)

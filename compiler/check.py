@@ -9,7 +9,6 @@ for stale pages, and a look at the named file for corrupt ones.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from compiler.output import is_generated
 from compiler.records import BuildWarning
-from compiler.scan import scan_vault
+from compiler.scan import file_sha256, scan_vault
 from compiler.settings import Settings
 from compiler.state import BuildState, load_state
 
@@ -74,22 +73,15 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
 
 def _check_build_inputs(state: BuildState, settings: Settings) -> list[BuildWarning]:
     """Settings, model or engram version changed since the compile: every page may change."""
-    from compiler.build import parser_fingerprint
+    from compiler.build import rebuild_reason
     from compiler.embed import ModelLoadError, model_identity
 
     try:
         identity = model_identity(settings.model)
     except ModelLoadError as error:
         return [BuildWarning("engram.toml", 0, str(error), "settings")]
-    if state.model != identity:
-        return [BuildWarning("engram.toml", 0, f"embedding model changed ({state.model} → {identity})", "settings")]
-    if state.fingerprint != settings.index_fingerprint():
-        return [BuildWarning("engram.toml", 0, "index settings changed (model, max_note_bytes or max_section_chars)",
-                             "settings")]
-    if state.parser != parser_fingerprint():
-        return [BuildWarning(".engram/cache/state.json", 0, "engram was upgraded since the last compile: "
-                             "notes are parsed again", "settings")]
-    return []
+    reason, source = rebuild_reason(state, identity, settings)
+    return [BuildWarning(source, 0, reason, "settings")] if reason else []
 
 
 def _check_notes(root: Path, settings: Settings, state: BuildState, report: CheckReport) -> list[BuildWarning]:
@@ -116,7 +108,7 @@ def _check_pages(root: Path, settings: Settings, state: BuildState, report: Chec
         path = root / page
         if not path.is_file():
             problems.append(BuildWarning(page, 0, "generated page missing", "missing-page"))
-        elif _sha256(path) != sha and is_generated(path):
+        elif file_sha256(path) != sha and is_generated(path):
             problems.append(BuildWarning(page, 0, "generated page edited or out of date", "edited-page"))
     out = root / settings.out
     leftovers = sorted(p.relative_to(root).as_posix() for p in out.rglob("*.md")) if out.is_dir() else []
@@ -170,11 +162,3 @@ def _check_journal_tail(root: Path) -> list[BuildWarning]:
 def _count_chunks(root: Path) -> int:
     folder = root / ".engram" / "chunks"
     return sum(1 for p in folder.glob("*.jsonl.gz")) if folder.is_dir() else 0
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -78,8 +78,13 @@ def _stamp(root: Path, rel: str, previous: FileStamp | None) -> FileStamp:
     stat = (root / rel).stat()
     if previous and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
         return previous
+    return FileStamp(rel, stat.st_size, stat.st_mtime_ns, file_sha256(root / rel))
+
+
+def file_sha256(path: Path) -> str:
+    """Returns the hex sha256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
-    with open(root / rel, "rb") as handle:
+    with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return FileStamp(rel, stat.st_size, stat.st_mtime_ns, digest.hexdigest())
+    return digest.hexdigest()
