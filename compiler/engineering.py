@@ -13,10 +13,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from compiler.lock import writer_lock
 from compiler.maintenance import last_maintenance
 from compiler.memories import MemoryService
-from compiler.memory_events import MemoryEvent, append_events, format_time, new_id
+from compiler.memory_events import MemoryEvent, format_time, new_id
 from compiler.memory_input import MemoryInput, MemoryInputError, clean_line
 from compiler.memory_model import CATEGORIES
 
@@ -66,10 +65,8 @@ def track_progress(service: MemoryService, feature: str, status: str, completion
     current = _live_topic(service, item)
     if current is None:
         return {**service.add(item), "feature": feature, "status": status}
-    with writer_lock(service.engram):
-        data = {"content": content, "importance": item.importance, "fields": fields, "source": "track_progress"}
-        append_events(service.engram, [MemoryEvent(new_id("ev-"), "update", current, format_time(service.now()), data)])
-        service.sync_index()
+    data = {"content": content, "importance": item.importance, "fields": fields, "source": "track_progress"}
+    service.write_events([MemoryEvent(new_id("ev-"), "update", current, format_time(service.now()), data)])
     return {"action": "updated", "id": current, "title": item.title, "feature": feature, "status": status}
 
 

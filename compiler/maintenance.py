@@ -17,7 +17,7 @@ from typing import Any
 
 from compiler.lock import writer_lock
 from compiler.memories import MemoryService
-from compiler.memory_events import MemoryEvent, append_events, format_time, new_id, parse_time
+from compiler.memory_events import MemoryEvent, format_time, new_id, parse_time
 from compiler.memory_model import Observation, archived, fold
 from compiler.output import atomic_write
 
@@ -35,8 +35,7 @@ def run_maintenance(service: MemoryService) -> dict[str, Any]:
         clusters = _clusters(service, live)
         at = format_time(service.now())
         events = [event for cluster in clusters for event in _consolidation_events(cluster, live, at, service)]
-        append_events(service.engram, events)
-        service.sync_index()
+        service.write_events(events)
         events = service.events()[0]
         pruned = archived(fold(events), service.now())
         marker = {"at": at, "events": events_digest(events)}

@@ -176,7 +176,7 @@ class MemoryService:
         with writer_lock(self.engram):
             event = MemoryEvent(_event_id("save", memory_id), "save", memory_id, format_time(self.now()),
                                 event_data(item))
-            self._write([event])
+            self.write_events([event])
         return self._answer(Decision("new"), self.get(memory_id))
 
     def _resolve_batch(self, batch: Sequence[MemoryInput], vectors: np.ndarray,
@@ -254,26 +254,28 @@ class MemoryService:
                                         category=current.category,
                                         importance=current.importance if importance is None else importance))
             data = {"content": item.content, "title": item.title, "importance": item.importance, "source": "update"}
-            self._write([MemoryEvent(new_id("ev-"), "update", memory_id, format_time(self.now()), data)])
+            self.write_events([MemoryEvent(new_id("ev-"), "update", memory_id, format_time(self.now()), data)])
         return self.describe(memory_id)
 
     def forget(self, memory_id: str) -> dict[str, Any]:
         """Deletes a memory (a tombstone: it stays in the log, `restore` brings it back)."""
         with writer_lock(self.engram):
             self.get(memory_id)
-            self._write([MemoryEvent(new_id("ev-"), "delete", memory_id, format_time(self.now()))])
+            self.write_events([MemoryEvent(new_id("ev-"), "delete", memory_id, format_time(self.now()))])
         return {"action": "forgotten", "id": memory_id}
 
     def restore(self, memory_id: str) -> dict[str, Any]:
         """Brings back a forgotten, archived or consolidated memory, with a fresh decay clock."""
         with writer_lock(self.engram):
             self.get(memory_id)
-            self._write([MemoryEvent(new_id("ev-"), "restore", memory_id, format_time(self.now()))])
+            self.write_events([MemoryEvent(new_id("ev-"), "restore", memory_id, format_time(self.now()))])
         return {"action": "restored", **self.describe(memory_id)}
 
-    def _write(self, events: Sequence[MemoryEvent]) -> None:
-        append_events(self.engram, events)
-        self.sync_index()
+    def write_events(self, events: Sequence[MemoryEvent]) -> None:
+        """Appends events to the journal (fsync'd) and brings the index in step, under the writer lock."""
+        with writer_lock(self.engram):
+            append_events(self.engram, events)
+            self.sync_index()
 
     def describe(self, memory_id: str, state: dict[str, Observation] | None = None) -> dict[str, Any]:
         """Returns a memory as a dict, with its strength now."""
