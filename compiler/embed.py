@@ -71,6 +71,13 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
 
 
+def embed_query(embedder: Embedder, text: str) -> np.ndarray:
+    """Returns the vector of a search query. Models trained with separate query and passage
+    prefixes (E5) provide their own `embed_query`; for the others a query is a text like any."""
+    own = getattr(embedder, "embed_query", None)
+    return own(text) if own else embedder.embed([text])[0]
+
+
 def model_identity(model: str) -> str:
     """Returns a string that changes whenever the model's vectors would, without loading it."""
     location, version = _locate(model)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.embed import embed_query
 from compiler.memories import MemoryService
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id
 from compiler.memory_model import Observation, association_graph
@@ -40,7 +41,7 @@ def recall(service: MemoryService, query: str, n: int = 5, *, project: str = "",
     if not allowed or not query.strip():
         return []
     now = service.now()
-    query_vector = service.embedder().embed([query])[0]
+    query_vector = embed_query(service.embedder(), query)
     index = service.index()
     where = {"project": project} if project else None
     cosines = {i: c for i, c in index.nearest(query_vector, POOL * 2, where) if i in allowed}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.embed import embed_query
 from compiler.fts import KeywordIndex, NoteRow
 
 BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6
@@ -75,7 +76,7 @@ def vector_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     from compiler.vector_store import VectorStore, open_client
 
     store = VectorStore(open_client(vault / ".engram" / "cache", chroma_url))
-    query_vector = embedder.embed([query])[0]
+    query_vector = embed_query(embedder, query)
     hits = store.query(query_vector, max(n, 1) * POOL * 4)
     index = open_keyword_index(vault)
     try:
@@ -102,7 +103,7 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
 
     pool = max(n, 1) * POOL * 4
     store = VectorStore(open_client(vault / ".engram" / "cache", chroma_url))
-    query_vector = embedder.embed([query])[0]
+    query_vector = embed_query(embedder, query)
     vector_hits = {h.id: h for h in store.query(query_vector, pool)}
     index = open_keyword_index(vault)
     try:
