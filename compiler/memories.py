@@ -23,7 +23,7 @@ from compiler.lock import writer_lock
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id, parse_time, read_journal
 from compiler.memory_input import MemoryInput, MemoryInputError, event_data, validate
 from compiler.memory_model import IncrementalFold, Observation, apply_event, archived
-from compiler.memory_store import MemoryIndex, conversation_context, memory_text, sync_index
+from compiler.memory_store import MemoryIndex, conversation_context, conversation_neighbours, memory_text, sync_index
 from compiler.records import BuildWarning
 from compiler.resolve import Decision, Thresholds, decide
 from compiler.settings import Settings
@@ -57,6 +57,7 @@ class MemoryService:
         self._fold = IncrementalFold()
         self._synced_key: tuple[int, str] | None = None  # the event set the index was last synced to
         self._live_cache: tuple[Any, dict[str, Observation]] | None = None
+        self._neighbours_cache: tuple[Any, dict[str, tuple[list[str], list[str]]]] | None = None
         self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.replace_min,
                                  settings.merge_max_chars, settings.associate_min, settings.associate_max)
 
@@ -107,6 +108,20 @@ class MemoryService:
             pruned = archived(state, self.now())
             self._live_cache = (key, {i: o for i, o in state.items() if o.live and i not in pruned})
         return dict(self._live_cache[1])
+
+    @property
+    def identity(self) -> str:
+        """The embedding model's identity (what cached vectors are keyed by)."""
+        return self._identity
+
+    def neighbours(self) -> dict[str, tuple[list[str], list[str]]]:
+        """Returns each live memory's conversational neighbours (see `conversation_neighbours`),
+        cached while the events do not change."""
+        key = self.events_key()
+        if self._neighbours_cache is None or self._neighbours_cache[0] != key:
+            live = {i: o for i, o in self.state().items() if o.live}
+            self._neighbours_cache = (key, conversation_neighbours(live))
+        return self._neighbours_cache[1]
 
     def embedder(self) -> Embedder:
         if self._embedder is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler import late_interaction
 from compiler.embed import Embedder, EmbeddingCache, embed_with_cache, text_hash
 from compiler.fts import TOKENIZER, match_expression
 from compiler.memory_model import Observation
@@ -30,25 +31,31 @@ def memory_text(obs: Observation) -> str:
 _FAR = "\x1f"  # separates the near context (±1) from the far one (±2) in one string
 
 
-def conversation_context(live: Mapping[str, Observation]) -> dict[str, str]:
-    """Returns, per memory, the text of the memories written one and two places before and after
-    it in one batch, as "near␟far".
-
-    A turn of a conversation ("Yes, it was amazing!") often names its subject only in its
-    neighbours; indexing them (at lower BM25 weights) lets keyword search find it.
-    """
+def conversation_neighbours(live: Mapping[str, Observation]) -> dict[str, tuple[list[str], list[str]]]:
+    """Returns, per memory, the ids written one place (near) and two places (far) before and
+    after it in one batch — its neighbours in a conversation."""
     after: dict[str, str] = {}
     for memory_id, obs in live.items():
         if obs.follows in live:
             after.setdefault(obs.follows, memory_id)
     before = {i: o.follows for i, o in live.items() if o.follows in live}
-    context = {}
+    neighbours = {}
     for i in live:
         near = [n for n in (before.get(i, ""), after.get(i, "")) if n]
         far = [n for n in (before.get(before.get(i, ""), ""), after.get(after.get(i, ""), "")) if n]
         if near:
-            context[i] = "\n".join(live[n].content for n in near) + _FAR + "\n".join(live[n].content for n in far)
-    return context
+            neighbours[i] = (near, far)
+    return neighbours
+
+
+def conversation_context(live: Mapping[str, Observation]) -> dict[str, str]:
+    """Returns, per memory, the text of its conversational neighbours as "near␟far".
+
+    A turn of a conversation ("Yes, it was amazing!") often names its subject only in its
+    neighbours; indexing them (at lower BM25 weights) lets keyword search find it.
+    """
+    return {i: "\n".join(live[n].content for n in near) + _FAR + "\n".join(live[n].content for n in far)
+            for i, (near, far) in conversation_neighbours(live).items()}
 
 
 @dataclass(frozen=True)
@@ -111,14 +118,26 @@ class MemoryIndex:
         self.vectors = VectorStore(open_client(cache_dir, chroma_url), COLLECTION)
         self.keywords = MemoryKeywordIndex(cache_dir / "memories.sqlite")
         self.embeddings = EmbeddingCache(cache_dir / "embeddings.sqlite")
+        self.tokens = EmbeddingCache(cache_dir / "embeddings.sqlite", "token_vectors", np.float16)
 
     def close(self) -> None:
         self.keywords.close()
         self.embeddings.close()
+        self.tokens.close()
 
     def embed(self, texts: Sequence[str], embedder: Callable[[], Embedder], identity: str) -> tuple[np.ndarray, int]:
-        """Returns (vectors, how many were newly embedded), through the shared embedding cache."""
-        return embed_with_cache(texts, embedder, identity, self.embeddings)
+        """Returns (vectors, how many were newly embedded), through the shared embedding cache.
+
+        Their token vectors (late interaction) are cached in the same forward pass, so recall
+        never waits for them.
+        """
+        fresh = late_interaction.cache_token_vectors(texts, self.tokens, self.embeddings, embedder, identity)
+        vectors, embedded = embed_with_cache(texts, embedder, identity, self.embeddings)
+        return vectors, fresh + embedded
+
+    def token_matrices(self, texts: Mapping[str, str], embedder: Callable[[], Embedder], identity: str,
+                       dimension: int) -> dict[str, np.ndarray]:
+        return late_interaction.token_matrices(texts, self.tokens, self.embeddings, embedder, identity, dimension)
 
     def put(self, memories: Sequence[Observation], vectors: np.ndarray, context: Mapping[str, str]) -> None:
         """Indexes (or re-indexes) `memories` with their vectors and conversational context."""
