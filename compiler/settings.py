@@ -15,6 +15,17 @@ from typing import Any
 
 CONFIG_FILE = "engram.toml"
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+MULTILINGUAL_MODEL = "multilingual-e5-small"  # the optional extra `engram-vault[multilingual]` (compiler/embed_e5.py)
+
+
+# Cosine thresholds belong to a model. multilingual-e5-small crowds unrelated texts into 0.85–0.95
+# (MiniLM spreads them over 0–0.8), so with MiniLM's thresholds 98% of LoCoMo turns would merge
+# into an earlier one. Its defaults put the same share of LoCoMo turn pairs above each threshold as
+# MiniLM's do (README "Multilingual model"); engram.toml, the environment and options still win.
+MODEL_DEFAULTS: dict[str, dict[str, float]] = {
+    MULTILINGUAL_MODEL: {"reinforce_min": 0.98, "merge_min": 0.97, "replace_min": 0.87, "associate_min": 0.88,
+                         "consolidate_min": 0.98, "related_min_cosine": 0.86},
+}
 
 
 class SettingsError(ValueError):
@@ -25,7 +36,7 @@ class SettingsError(ValueError):
 class Settings:
     out: str = "_engram"  # the one folder the compiler writes pages into
     ignore: tuple[str, ...] = ()  # extra glob patterns, vault-relative (e.g. "Templates/**")
-    model: str = BUNDLED_MODEL  # or any sentence-transformers directory or model name
+    model: str = BUNDLED_MODEL  # or MULTILINGUAL_MODEL, or any sentence-transformers directory or model name
     max_note_bytes: int = 1_000_000  # larger notes are indexed up to this size, with a warning
     max_section_chars: int = 1200  # about the 256-token window of MiniLM
     related_min_cosine: float = 0.40  # semantic "related" edges between notes
@@ -56,13 +67,18 @@ class Settings:
 
 
 def load_settings(vault: Path, **overrides: Any) -> Settings:
-    """Returns the settings for `vault`: defaults < engram.toml < ENGRAM_* env < overrides."""
-    settings = Settings()
-    settings = _apply(settings, _read_toml(vault / CONFIG_FILE), source=str(vault / CONFIG_FILE))
+    """Returns the settings for `vault`: defaults < the model's defaults < engram.toml < ENGRAM_* env < overrides."""
     env = {"model": os.environ.get("ENGRAM_MODEL"), "chroma_url": os.environ.get("ENGRAM_CHROMA_URL"),
            "now": os.environ.get("ENGRAM_NOW")}
-    settings = _apply(settings, {k: v for k, v in env.items() if v}, source="environment")
-    return _apply(settings, {k: v for k, v in overrides.items() if v not in (None, "")}, source="options")
+    layers = [(_read_toml(vault / CONFIG_FILE), str(vault / CONFIG_FILE)),
+              ({k: v for k, v in env.items() if v}, "environment"),
+              ({k: v for k, v in overrides.items() if v not in (None, "")}, "options")]
+    settings = Settings()
+    for values, source in layers:
+        settings = _apply(settings, values, source=source)
+    given = {key for values, _ in layers for key in values}
+    model_defaults = MODEL_DEFAULTS.get(settings.model, {})
+    return replace(settings, **{k: v for k, v in model_defaults.items() if k not in given})
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
