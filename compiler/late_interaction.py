@@ -42,9 +42,10 @@ def word_vectors(pieces: Sequence[str], vectors: np.ndarray, *, query: bool = Fa
     return vectors[words]
 
 
-def query_matrix(embedder: Embedder, query: str) -> np.ndarray:
-    pieces, vectors, _ = embedder.embed_tokens([query])[0]
-    return word_vectors(pieces, vectors, query=True)
+def embed_query(embedder: Embedder, query: str) -> tuple[np.ndarray, np.ndarray]:
+    """Returns the query's sentence vector and its word-vector matrix, from one forward pass."""
+    pieces, vectors, sentence = embedder.embed_tokens([query])[0]
+    return sentence, word_vectors(pieces, vectors, query=True)
 
 
 def cache_token_vectors(texts: Iterable[str], tokens: EmbeddingCache, vectors: EmbeddingCache,
@@ -65,28 +66,31 @@ def cache_token_vectors(texts: Iterable[str], tokens: EmbeddingCache, vectors: E
     return len(missing)
 
 
-def token_matrices(texts: Mapping[str, str], tokens: EmbeddingCache, vectors: EmbeddingCache,
-                   embedder: Callable[[], Embedder], identity: str, dimension: int) -> dict[str, np.ndarray]:
-    """Returns {key: word-vector matrix (float32, `dimension` columns)} for {key: text}, computing
-    the missing ones first."""
+def best_per_piece(query: np.ndarray, texts: Mapping[str, str], tokens: EmbeddingCache, vectors: EmbeddingCache,
+                   embedder: Callable[[], Embedder], identity: str) -> dict[str, np.ndarray]:
+    """Returns {key: each query piece's best cosine among the pieces of that text} for {key: text},
+    computing missing token vectors first. One matrix product for all texts."""
     cache_token_vectors(texts.values(), tokens, vectors, embedder, identity)
     hashes = {key: text_hash(text) for key, text in texts.items()}
     found = tokens.get_many(identity, list(hashes.values()))
-    return {key: found[h].reshape(-1, dimension).astype(np.float32) for key, h in hashes.items() if h in found}
+    keys = [key for key, h in hashes.items() if h in found]
+    dimension = query.shape[1]
+    counts = np.array([len(found[hashes[key]]) // dimension for key in keys], dtype=np.int64)
+    best = np.zeros((len(query), len(keys)), dtype=np.float32)
+    if counts.sum():
+        stacked = np.concatenate([found[hashes[key]] for key in keys]).reshape(-1, dimension).astype(np.float32)
+        similarity = query @ stacked.T
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        filled = counts > 0  # a text without word pieces keeps zeros
+        best[:, filled] = np.maximum.reduceat(similarity, starts[filled], axis=1)
+    return {key: best[:, k] for k, key in enumerate(keys)}
 
 
-def match(query: np.ndarray, own: np.ndarray, near: Sequence[np.ndarray] = (),
-          far: Sequence[np.ndarray] = ()) -> float:
-    """Returns the mean, over the query's word vectors, of the best cosine in the memory (or, at
-    NEAR / FAR weight, in its neighbours)."""
-    best = _best(query, own)
+def match(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.ndarray] = ()) -> float:
+    """Returns the mean over the query's pieces of their best cosine in the memory (`own`, from
+    `best_per_piece`) or, at NEAR / FAR weight, in its neighbours."""
+    best = own
     for weight, group in ((NEAR, near), (FAR, far)):
-        for matrix in group:
-            best = np.maximum(best, weight * _best(query, matrix))
+        for other in group:
+            best = np.maximum(best, weight * other)
     return float(best.mean()) if len(best) else 0.0
-
-
-def _best(query: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    if not len(matrix):
-        return np.zeros(len(query), dtype=np.float32)
-    return (query @ matrix.T).max(axis=1)

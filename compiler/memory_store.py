@@ -135,9 +135,10 @@ class MemoryIndex:
         vectors, embedded = embed_with_cache(texts, embedder, identity, self.embeddings)
         return vectors, fresh + embedded
 
-    def token_matrices(self, texts: Mapping[str, str], embedder: Callable[[], Embedder], identity: str,
-                       dimension: int) -> dict[str, np.ndarray]:
-        return late_interaction.token_matrices(texts, self.tokens, self.embeddings, embedder, identity, dimension)
+    def best_per_piece(self, query: np.ndarray, texts: Mapping[str, str], embedder: Callable[[], Embedder],
+                       identity: str) -> dict[str, np.ndarray]:
+        """See `late_interaction.best_per_piece`: per text, each query piece's best cosine."""
+        return late_interaction.best_per_piece(query, texts, self.tokens, self.embeddings, embedder, identity)
 
     def put(self, memories: Sequence[Observation], vectors: np.ndarray, context: Mapping[str, str]) -> None:
         """Indexes (or re-indexes) `memories` with their vectors and conversational context."""

@@ -63,12 +63,12 @@ def recall(service: MemoryService, query: str, n: int = 5, *, project: str = "",
     if not allowed or not query.strip():
         return []
     now = service.now()
-    query_vector = embed_query(service.embedder(), query)
+    relevance = _Relevance(service, query, live)
+    query_vector = relevance.query_vector
     index = service.index()
     where = {"project": project} if project else None
     cosines = {i: c for i, c in index.nearest(query_vector, POOL * 2, where) if i in allowed}
     keyword = _normalised(h for h in index.keywords.search(query, POOL * 2, project) if h.id in allowed)
-    relevance = _Relevance(service, query, query_vector, live)
     relevance.cosines.update(cosines)
     strength = {i: allowed[i].strength(now) for i in set(cosines) | set(keyword)}
     matches = relevance.of(strength)
@@ -102,12 +102,15 @@ class _Relevance:
     them (compiler.late_interaction, with the memory's conversational neighbours), otherwise the
     cosine of sentence vectors. Both are kept for the hit's report."""
 
-    def __init__(self, service: MemoryService, query: str, query_vector: np.ndarray,
-                 live: Mapping[str, Observation]) -> None:
-        self._service, self._query_vector, self._live = service, query_vector, live
+    def __init__(self, service: MemoryService, query: str, live: Mapping[str, Observation]) -> None:
+        self._service, self._live = service, live
         embedder = service.embedder()
-        self._query = late_interaction.query_matrix(embedder, query) if late_interaction.supports(embedder) else None
-        self.weights = COSINE if self._query is None or not len(self._query) else LATE_INTERACTION
+        self._query = np.zeros((0, 0), dtype=np.float32)
+        if late_interaction.supports(embedder):
+            self.query_vector, self._query = late_interaction.embed_query(embedder, query)
+        else:
+            self.query_vector = embed_query(embedder, query)
+        self.weights = LATE_INTERACTION if len(self._query) else COSINE
         self.cosines: dict[str, float] = {}
         self.matches: dict[str, float] = {}
 
@@ -115,7 +118,7 @@ class _Relevance:
         """Returns {id: relevance} for `ids` (computed once per id)."""
         todo = [i for i in ids if i not in self.matches]
         vectors = self._service.index().vectors.vectors([i for i in todo if i not in self.cosines])
-        self.cosines.update((i, float(v @ self._query_vector)) for i, v in vectors.items())
+        self.cosines.update((i, float(v @ self.query_vector)) for i, v in vectors.items())
         if self.weights is COSINE:
             self.matches.update((i, self.cosines.get(i, 0.0)) for i in todo)
         else:
@@ -130,12 +133,11 @@ class _Relevance:
             wanted.update(n for n in (*near, *far) if n in self._live)
         texts = {i: memory_text(self._live[i]) for i in wanted}
         service = self._service
-        matrices = service.index().token_matrices(texts, service.embedder, service.identity, self._query.shape[1])
+        best = service.index().best_per_piece(self._query, texts, service.embedder, service.identity)
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
-            self.matches[i] = late_interaction.match(self._query, matrices[i],
-                                                     [matrices[n] for n in near if n in matrices],
-                                                     [matrices[n] for n in far if n in matrices])
+            self.matches[i] = late_interaction.match(best[i], [best[n] for n in near if n in best],
+                                                     [best[n] for n in far if n in best])
 
 
 def _spread_graph_bonus(scores: dict[str, float], allowed: Mapping[str, Observation], relevance: _Relevance,
