@@ -148,7 +148,8 @@ def memory_stats_command(vault: str | None, now: str | None, as_json: bool) -> N
 @_common
 def recall_command(query: tuple[str, ...], limit: int, project: str, category: str, no_reinforce: bool,
                    vault: str | None, now: str | None, as_json: bool) -> None:
-    """Recall memories: 0.4 × BM25 + 0.6 × cosine × strength + graph bonus. Recalling reinforces."""
+    """Recall memories: each query word's best match in a memory and its neighbouring turns
+    (token vectors) × strength + graph bonus. Recalling reinforces."""
     from compiler.recall import recall
 
     hits = _service_call(vault, now, lambda s: recall(s, " ".join(query), limit, project=project,
