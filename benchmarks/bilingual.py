@@ -4,8 +4,9 @@
 
 A small hand-made set (16 facts, each written in both languages, one question per language).
 Each direction stores the facts in one language and asks the questions in the other through
-the product's recall; prints Hit@1 and Hit@3 per direction. A multilingual sentence-transformers
-model can be passed with --model (a directory or name); the default is the bundled MiniLM.
+the product's recall; prints Hit@1 and Hit@3 per direction. --model takes any model setting:
+`multilingual-e5-small` (the `multilingual` extra) or a sentence-transformers directory; the
+default is the bundled MiniLM (or $ENGRAM_MODEL).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def run_direction(store_spanish: bool, model: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="", help="a sentence-transformers directory or name")
+    parser.add_argument("--model", default="", help="multilingual-e5-small or a sentence-transformers directory")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     model = args.model or load_settings(Path(tempfile.gettempdir())).model

@@ -1,0 +1,122 @@
+"""Embedding models side by side: what each costs, and where its cosines fall.
+
+    python benchmarks/models.py --data ../shared/data/locomo-dev.json [--models A,B] [--json]
+
+Default models: the bundled MiniLM and multilingual-e5-small (the `multilingual` extra), loaded
+in one process (MiniLM first). For each model:
+
+- load: importing the model's library, loading the weights and embedding one text;
+- query p50: one short query at a time, 30 queries, the median;
+- passage throughput: the first 400 LoCoMo turns (as `benchmarks/locomo.py` stores them) in one
+  call, texts per wall second and per CPU second of the process;
+- nearest earlier turn: for every turn, its best cosine to an earlier turn of its conversation,
+  the share of turns at or above each threshold — the share of LoCoMo writes that the memory
+  resolve would fold into an older memory at that threshold, though they are all distinct;
+- paraphrases: the cosine of hand-made pairs of one fact reworded (should merge), and of the
+  bilingual facts (English vs Spanish of one fact, from benchmarks/bilingual.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bilingual import FACTS  # noqa: E402
+from locomo import turns  # noqa: E402
+
+from compiler.embed import embed_query, load_embedder  # noqa: E402
+from compiler.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL  # noqa: E402
+
+THRESHOLDS = (0.50, 0.65, 0.80, 0.85, 0.90, 0.93, 0.95)
+QUERIES = [f"what did {name} say about the {thing}?" for name in ("Caroline", "Melanie", "Jon")
+           for thing in ("adoption agency", "camping trip", "painting", "new job", "dance studio",
+                         "support group", "kids", "charity race", "pottery class", "book")]
+# (a memory, the same fact reworded): writes that should reinforce or merge.
+PARAPHRASES = [
+    ("The user prefers dark mode in every editor.", "The user likes dark mode in all of their editors."),
+    ("Never deploy on Fridays.", "Deploys are not allowed on Fridays."),
+    ("The API rate limit is 100 requests per minute.", "The rate limit of the API is 100 requests a minute."),
+    ("Integration tests run against a real PostgreSQL in Docker.",
+     "The integration tests use a real PostgreSQL running in Docker."),
+    ("Marta owns the refunds flow.", "The refunds flow is owned by Marta."),
+    ("The nightly backup is stored in S3 in Frankfurt.", "Nightly backups go to an S3 bucket in Frankfurt."),
+    ("The user prefers TypeScript for new services.", "For new services the user prefers TypeScript."),
+    ("CI runs on GitHub Actions.", "Our CI runs in GitHub Actions."),
+    ("El usuario prefiere el modo oscuro.", "Al usuario le gusta el modo oscuro."),
+    ("Las claves de la API se rotan cada noventa días.", "Rotamos las claves de la API cada 90 días."),
+    ("La guardia cambia cada lunes a las nueve.", "El turno de guardia rota los lunes a las 9."),
+    ("Nunca desplegamos los viernes.", "Los viernes no se despliega."),
+]
+
+
+def nearest_earlier(vectors: np.ndarray) -> np.ndarray:
+    """Returns, for each row after the first, its best cosine to an earlier row."""
+    sims = vectors @ vectors.T
+    return np.array([sims[i, :i].max() for i in range(1, len(vectors))])
+
+
+def pair_cosines(embedder, pairs: list[tuple[str, str]]) -> list[float]:
+    left, right = embedder.embed([a for a, _ in pairs]), embedder.embed([b for _, b in pairs])
+    return [round(float(c), 3) for c in (left * right).sum(axis=1)]
+
+
+def measure(model: str, conversations: list[list[str]]) -> dict:
+    started = time.perf_counter()
+    embedder = load_embedder(model)
+    embedder.embed(["warm up"])
+    load_s = time.perf_counter() - started
+    latencies = []
+    for query in QUERIES:
+        started = time.perf_counter()
+        embed_query(embedder, query)
+        latencies.append(time.perf_counter() - started)
+    batch = [t for conversation in conversations for t in conversation][:400]
+    started, cpu = time.perf_counter(), time.process_time()
+    embedder.embed(batch)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    nearest = np.concatenate([nearest_earlier(embedder.embed(c)) for c in conversations])
+    paraphrases = pair_cosines(embedder, PARAPHRASES)
+    translations = pair_cosines(embedder, [(f[0], f[1]) for f in FACTS])
+    return {"model": model, "identity": embedder.identity, "load_s": round(load_s, 2),
+            "query_p50_ms": round(statistics.median(latencies) * 1000, 1),
+            "passages": len(batch), "passages_per_s": round(len(batch) / wall, 1),
+            "passages_per_cpu_s": round(len(batch) / cpu, 1),
+            "turns": len(nearest),
+            "nearest_earlier_at_least": {f"{t:.2f}": round(float((nearest >= t).mean()), 3) for t in THRESHOLDS},
+            "nearest_earlier_median": round(float(np.median(nearest)), 3),
+            "paraphrase": {"min": min(paraphrases), "median": statistics.median(paraphrases), "all": paraphrases},
+            "translation": {"min": min(translations), "median": statistics.median(translations)}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, type=Path, help="a LoCoMo JSON file (a list of conversations)")
+    parser.add_argument("--models", default=f"{BUNDLED_MODEL},{MULTILINGUAL_MODEL}", help="comma-separated")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    samples = json.loads(args.data.read_text(encoding="utf-8"))
+    conversations = [[text for _, text, _ in turns(s["conversation"])] for s in samples]
+    results = [measure(model, conversations) for model in args.models.split(",")]
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    for r in results:
+        print(f"{r['identity']}: load {r['load_s']} s, query p50 {r['query_p50_ms']} ms, "
+              f"{r['passages_per_s']} passages/s ({r['passages_per_cpu_s']} per CPU s, {r['passages']} LoCoMo turns)")
+        shares = "  ".join(f"≥{t} {s:.1%}" for t, s in r["nearest_earlier_at_least"].items())
+        print(f"  nearest earlier turn ({r['turns']} turns, median {r['nearest_earlier_median']}): {shares}")
+        print(f"  paraphrase pairs: min {r['paraphrase']['min']}, median {r['paraphrase']['median']}; "
+              f"English/Spanish pairs: min {r['translation']['min']}, median {r['translation']['median']}")
+
+
+if __name__ == "__main__":
+    main()
