@@ -93,8 +93,9 @@ def measure(model: str, conversations: list[list[str]]) -> dict:
             "turns": len(nearest),
             "nearest_earlier_at_least": {f"{t:.2f}": round(float((nearest >= t).mean()), 3) for t in THRESHOLDS},
             "nearest_earlier_median": round(float(np.median(nearest)), 3),
-            "paraphrase": {"min": min(paraphrases), "median": statistics.median(paraphrases), "all": paraphrases},
-            "translation": {"min": min(translations), "median": statistics.median(translations)}}
+            "paraphrase": {"min": min(paraphrases), "median": round(statistics.median(paraphrases), 3),
+                           "all": paraphrases},
+            "translation": {"min": min(translations), "median": round(statistics.median(translations), 3)}}
 
 
 def main() -> None:

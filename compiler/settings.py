@@ -18,15 +18,15 @@ BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 MULTILINGUAL_MODEL = "multilingual-e5-small"  # the optional extra `engram-vault[multilingual]` (compiler/embed_e5.py)
 
 
-# Cosine thresholds belong to a model. multilingual-e5-small crowds texts together (two LoCoMo
-# turns: median cosine 0.85, against 0.25 with MiniLM), so with MiniLM's thresholds 98% of LoCoMo
-# turns would merge into an earlier one. Its defaults put the same share of LoCoMo turn pairs above
-# each threshold as MiniLM's do, but for association links: recall's graph bonus was sized for
-# MiniLM's spread and at 0.88 outweighed E5's small cosine gaps (README "Multilingual model").
-# engram.toml, the environment and options still win.
+# Cosine thresholds and bonuses belong to a model. multilingual-e5-small crowds texts together
+# (two LoCoMo turns: median cosine 0.85, against 0.25 with MiniLM), so with MiniLM's thresholds 98%
+# of LoCoMo turns would merge into an earlier one. Its defaults put the same share of LoCoMo turn
+# pairs above each threshold as MiniLM's do. Graph bonuses were sized for MiniLM's spread and
+# outweighed E5's small cosine gaps: association links start at 0.95 (recall's bonus is fixed) and
+# the notes' hybrid bonus is 0.03 (README "Multilingual model"). engram.toml, env and options win.
 MODEL_DEFAULTS: dict[str, dict[str, float]] = {
     MULTILINGUAL_MODEL: {"reinforce_min": 0.98, "merge_min": 0.97, "replace_min": 0.87, "associate_min": 0.95,
-                         "consolidate_min": 0.98, "related_min_cosine": 0.86},
+                         "consolidate_min": 0.98, "related_min_cosine": 0.86, "graph_bonus": 0.03},
 }
 
 

@@ -45,7 +45,7 @@ QUESTIONS = [
 def test_the_model_has_its_own_thresholds_and_the_vault_still_wins(make_vault):
     vault = make_vault({"engram.toml": f'model = "{MULTILINGUAL_MODEL}"\nmerge_min = 0.96\n'})
     settings = load_settings(vault)
-    assert (settings.reinforce_min, settings.merge_min, settings.related_min_cosine) == (0.98, 0.96, 0.86)
+    assert (settings.reinforce_min, settings.merge_min, settings.graph_bonus) == (0.98, 0.96, 0.03)
     assert load_settings(vault, model="bundled:all-MiniLM-L6-v2").merge_min == 0.96
     plain = load_settings(make_vault({"engram.toml": ""}))
     assert (plain.reinforce_min, plain.merge_min, plain.replace_min) == (Settings().reinforce_min, 0.90, 0.50)
