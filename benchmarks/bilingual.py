@@ -4,7 +4,10 @@
 
 A small hand-made set (16 facts, each written in both languages, one question per language).
 Each direction stores the facts in one language and asks the questions in the other through
-the product's recall; prints Hit@1 and Hit@3 per direction. --model takes any model setting:
+the product's recall; prints Hit@1 and Hit@3 per direction. Then notes: a copy of vault-example/
+(English and Spanish notes) is compiled with the model and asked 12 questions, each in the other
+language than the note that answers it, by hybrid (`engram query`) and vector (`engram vsearch`)
+search; Hit@1 and Hit@3 of each. --model takes any model setting:
 `multilingual-e5-small` (the `multilingual` extra) or a sentence-transformers directory; the
 default is the bundled MiniLM (or $ENGRAM_MODEL).
 """
@@ -19,10 +22,16 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench import copy_example  # noqa: E402
+
+from compiler.build import compile_vault  # noqa: E402
+from compiler.embed import load_embedder  # noqa: E402
 from compiler.memories import MemoryService  # noqa: E402
 from compiler.memory_input import MemoryInput  # noqa: E402
 from compiler.recall import recall  # noqa: E402
+from compiler.search import hybrid_search, vector_search  # noqa: E402
 from compiler.settings import load_settings  # noqa: E402
 
 # (fact in English, fact in Spanish, question in English, question in Spanish)
@@ -70,6 +79,28 @@ FACTS = [
      "How are duplicate analytics events removed?", "¿Cómo se eliminan los eventos duplicados?"),
 ]
 
+# (question, the vault-example/ note that answers it): English questions for Spanish notes, then
+# Spanish questions for English notes.
+NOTE_QUESTIONS = [
+    ("quarterly goals and objectives", "Notas/Objetivos del trimestre.md"),
+    ("monthly AWS cost per service", "Analyses/costes-infraestructura.qmd"),
+    ("books I want to read in Spanish", "Notas/Lecturas pendientes.md"),
+    ("ideas to improve the data pipeline", "Notas/Ideas para el pipeline de datos.md"),
+    ("meeting with the data team", "Notas/Reunión con el equipo de datos.md"),
+    ("¿cómo revertimos un despliegue?", "Engineering/Deployment.md"),
+    ("ajustes de autovacuum en postgres", "Engineering/Postgres Tuning.md"),
+    ("verificar la firma de los webhooks de Stripe", "Projects/Payments/Stripe Integration.md"),
+    ("qué hacer en los primeros minutos de un incidente", "Engineering/Incident Runbook.md"),
+    ("reembolsos y disputas de pagos", "Projects/Payments/Refunds and Disputes.md"),
+    ("claves de idempotencia para los pagos", "Decisions/ADR-002 Idempotency Keys for Payments.md"),
+    ("estrategia de pruebas", "Engineering/Testing Strategy.md"),
+]
+
+
+def hit_rates(ranks: list[int]) -> dict[str, float]:
+    return {"hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 3),
+            "hit@3": round(sum(r > 0 for r in ranks) / len(ranks), 3)}
+
 
 def run_direction(store_spanish: bool, model: str) -> dict[str, float]:
     """Stores the facts in one language, asks in the other; returns Hit@1 and Hit@3."""
@@ -87,8 +118,27 @@ def run_direction(store_spanish: bool, model: str) -> dict[str, float]:
                 ranks.append(next((r for r, h in enumerate(hits, 1) if h["id"] == ids[n]), 0))
     finally:
         shutil.rmtree(vault, ignore_errors=True)
-    return {"hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 3),
-            "hit@3": round(sum(r > 0 for r in ranks) / len(ranks), 3)}
+    return hit_rates(ranks)
+
+
+def run_notes(model: str) -> dict[str, dict[str, float]]:
+    """Compiles a copy of vault-example/ with `model`, asks NOTE_QUESTIONS; returns Hit@1 and Hit@3 per search."""
+    workdir = Path(tempfile.mkdtemp(prefix="engram-bilingual-notes-"))
+    try:
+        vault = copy_example(workdir / "vault")
+        settings = load_settings(vault, model=model)
+        compile_vault(vault, settings)
+        embedder = load_embedder(model)
+        ranks: dict[str, list[int]] = {"hybrid (query)": [], "vector (vsearch)": []}
+        for question, note in NOTE_QUESTIONS:
+            found = {"hybrid (query)": hybrid_search(vault, question, 3, embedder=embedder,
+                                                     graph_bonus=settings.graph_bonus),
+                     "vector (vsearch)": vector_search(vault, question, 3, embedder=embedder)}
+            for name, results in found.items():
+                ranks[name].append(next((r for r, h in enumerate(results, 1) if h["file"] == note), 0))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {name: hit_rates(r) for name, r in ranks.items()}
 
 
 def main() -> None:
@@ -99,13 +149,17 @@ def main() -> None:
     model = args.model or load_settings(Path(tempfile.gettempdir())).model
     result = {"model": model, "facts": len(FACTS),
               "spanish notes, english questions": run_direction(True, model),
-              "english notes, spanish questions": run_direction(False, model)}
+              "english notes, spanish questions": run_direction(False, model),
+              "vault-example notes": run_notes(model)}
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return
     print(f"{model}, {len(FACTS)} facts")
     for name in ("spanish notes, english questions", "english notes, spanish questions"):
         print(f"  {name:<34} Hit@1 {result[name]['hit@1']:.0%}  Hit@3 {result[name]['hit@3']:.0%}")
+    print(f"vault-example, {len(NOTE_QUESTIONS)} questions across languages")
+    for name, row in result["vault-example notes"].items():
+        print(f"  {name:<34} Hit@1 {row['hit@1']:.0%}  Hit@3 {row['hit@3']:.0%}")
 
 
 if __name__ == "__main__":
