@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +22,7 @@ from compiler.embed import Embedder, load_embedder, model_identity
 from compiler.lock import writer_lock
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id, parse_time, read_journal
 from compiler.memory_input import MemoryInput, MemoryInputError, event_data, validate
-from compiler.memory_model import IncrementalFold, Observation, apply_event, archived
+from compiler.memory_model import IncrementalFold, Observation, apply_event, archived, association_graph
 from compiler.memory_store import MemoryIndex, conversation_context, conversation_neighbours, memory_text, sync_index
 from compiler.records import BuildWarning
 from compiler.resolve import Decision, Thresholds, decide
@@ -56,8 +56,7 @@ class MemoryService:
         self._index: MemoryIndex | None = None
         self._fold = IncrementalFold()
         self._synced_key: tuple[int, str] | None = None  # the event set the index was last synced to
-        self._live_cache: tuple[Any, dict[str, Observation]] | None = None
-        self._neighbours_cache: tuple[Any, dict[str, tuple[list[str], list[str]]]] | None = None
+        self._derived_cache: dict[str, tuple[Any, Any]] = {}
         self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.replace_min,
                                  settings.merge_max_chars, settings.associate_min, settings.associate_max)
 
@@ -102,26 +101,36 @@ class MemoryService:
         if state is not None:
             pruned = archived(state, self.now())
             return {i: o for i, o in state.items() if o.live and i not in pruned}
-        key = (self.events_key(), self.now().replace(second=0))  # the archive changes over days, not seconds
-        if self._live_cache is None or self._live_cache[0] != key:
-            state = self.state()
-            pruned = archived(state, self.now())
-            self._live_cache = (key, {i: o for i, o in state.items() if o.live and i not in pruned})
-        return dict(self._live_cache[1])
+        return dict(self._derived("live", self._unarchived))
+
+    def neighbours(self) -> dict[str, tuple[list[str], list[str]]]:
+        """Returns each live memory's conversational neighbours (see `conversation_neighbours`; archived
+        memories count, as in the keyword index), cached like `live`."""
+        return self._derived("neighbours", lambda: conversation_neighbours(
+            {i: o for i, o in self.state().items() if o.live}))
+
+    def associations(self) -> dict[str, dict[str, float]]:
+        """Returns the association links among live, unarchived memories (see `association_graph`),
+        cached like `live`."""
+        return self._derived("associations", lambda: association_graph(self._derived("live", self._unarchived)))
+
+    def _unarchived(self) -> dict[str, Observation]:
+        return self.live(self.state())
+
+    def _derived(self, name: str, build: Callable[[], Any]) -> Any:
+        """Returns build(), cached while neither the events nor `now` (to the minute: the archive
+        changes over days, not seconds) change. Recall reads these on every query: rebuilding
+        them is O(n) in the memories."""
+        key = (self.events_key(), self.now().replace(second=0))
+        cached = self._derived_cache.get(name)
+        if cached is None or cached[0] != key:
+            cached = self._derived_cache[name] = (key, build())
+        return cached[1]
 
     @property
     def identity(self) -> str:
         """The embedding model's identity (what cached vectors are keyed by)."""
         return self._identity
-
-    def neighbours(self) -> dict[str, tuple[list[str], list[str]]]:
-        """Returns each live memory's conversational neighbours (see `conversation_neighbours`),
-        cached while the events do not change."""
-        key = self.events_key()
-        if self._neighbours_cache is None or self._neighbours_cache[0] != key:
-            live = {i: o for i, o in self.state().items() if o.live}
-            self._neighbours_cache = (key, conversation_neighbours(live))
-        return self._neighbours_cache[1]
 
     def embedder(self) -> Embedder:
         if self._embedder is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from compiler import late_interaction
 from compiler.embed import embed_query
 from compiler.memories import MemoryService
 from compiler.memory_events import MemoryEvent, append_events, format_time, new_id
-from compiler.memory_model import Observation, association_graph
+from compiler.memory_model import Observation
 from compiler.memory_store import memory_text
 from compiler.lock import writer_lock
 
@@ -57,33 +57,36 @@ def recall(service: MemoryService, query: str, n: int = 5, *, project: str = "",
     with writer_lock(service.engram):
         service.sync_index()  # events from another process (a compile, a sync import) become searchable
     live = service.live()
-    allowed = {i: o for i, o in live.items()
-               if (not project or o.project == project) and (not category or o.category == category)
-               and (not memory_type or o.type == memory_type)}
-    if not allowed or not query.strip():
+    if not live or not query.strip():
         return []
+
+    def allowed(memory_id: str) -> bool:  # checked per candidate: filtering every memory is O(n)
+        obs = live.get(memory_id)
+        return obs is not None and (not project or obs.project == project) and \
+            (not category or obs.category == category) and (not memory_type or obs.type == memory_type)
+
     now = service.now()
     relevance = _Relevance(service, query, live)
     query_vector = relevance.query_vector
     index = service.index()
     where = {"project": project} if project else None
-    cosines = {i: c for i, c in index.nearest(query_vector, POOL * 2, where) if i in allowed}
-    keyword = _normalised(h for h in index.keywords.search(query, POOL * 2, project) if h.id in allowed)
+    cosines = {i: c for i, c in index.nearest(query_vector, POOL * 2, where) if allowed(i)}
+    keyword = _normalised(h for h in index.keywords.search(query, POOL * 2, project) if allowed(h.id))
     relevance.cosines.update(cosines)
-    strength = {i: allowed[i].strength(now) for i in set(cosines) | set(keyword)}
+    strength = {i: live[i].strength(now) for i in set(cosines) | set(keyword)}
     matches = relevance.of(strength)
     weights = relevance.weights
     scores = {i: weights.bm25 * keyword.get(i, 0.0) + weights.relevance * max(0.0, matches[i]) * strength[i]
               for i in strength}
-    _spread_graph_bonus(scores, allowed, relevance, now)
+    _spread_graph_bonus(scores, service.associations(), allowed, live, relevance, now)
     ranked = sorted(scores, key=lambda i: (-scores[i], i))[:n]
     if reinforce and ranked:
         with writer_lock(service.engram):
             before = service.events_key()
             append_events(service.engram, [MemoryEvent(new_id("ev-"), "recall", i, format_time(now)) for i in ranked])
             service.mark_synced(before)
-    return [_hit(allowed[i], scores[i], relevance.cosines[i], relevance.matches[i], keyword.get(i, 0.0),
-                 allowed[i].strength(now)) for i in ranked]
+    return [_hit(live[i], scores[i], relevance.cosines[i], relevance.matches[i], keyword.get(i, 0.0),
+                 live[i].strength(now)) for i in ranked]
 
 
 def _normalised(hits: Any) -> dict[str, float]:
@@ -140,10 +143,10 @@ class _Relevance:
                                                      [best[n] for n in far if n in best])
 
 
-def _spread_graph_bonus(scores: dict[str, float], allowed: Mapping[str, Observation], relevance: _Relevance,
+def _spread_graph_bonus(scores: dict[str, float], graph: Mapping[str, Mapping[str, float]],
+                        allowed: Callable[[str], bool], live: Mapping[str, Observation], relevance: _Relevance,
                         now: Any) -> None:
-    """Adds the graph bonus breadth-first from the best hits; neighbours become candidates."""
-    graph = association_graph(allowed)
+    """Adds the graph bonus breadth-first from the best hits; allowed neighbours become candidates."""
     seeds = sorted(scores, key=lambda i: (-scores[i], i))[:SEEDS]
     bonus: dict[str, float] = {}
     queue = deque((seed, 0) for seed in seeds)
@@ -153,6 +156,8 @@ def _spread_graph_bonus(scores: dict[str, float], allowed: Mapping[str, Observat
         if depth == 2:
             continue
         for other, weight in graph.get(node, {}).items():
+            if not allowed(other):
+                continue
             gain = relevance.weights.graph_bonus * weight * (1.0 if depth == 0 else 0.5)
             bonus[other] = max(bonus.get(other, 0.0), gain)
             if other not in seen:
@@ -160,7 +165,7 @@ def _spread_graph_bonus(scores: dict[str, float], allowed: Mapping[str, Observat
                 queue.append((other, depth + 1))
     newcomers = [i for i in bonus if i not in scores]
     for memory_id, match in relevance.of(newcomers).items():
-        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * allowed[memory_id].strength(now)
+        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * live[memory_id].strength(now)
     for memory_id, gain in bonus.items():
         if memory_id not in seeds:
             scores[memory_id] += gain
