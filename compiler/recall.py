@@ -85,7 +85,7 @@ def recall(service: MemoryService, query: str, n: int = 5, *, project: str = "",
             before = service.events_key()
             append_events(service.engram, [MemoryEvent(new_id("ev-"), "recall", i, format_time(now)) for i in ranked])
             service.mark_synced(before)
-    return [_hit(live[i], scores[i], relevance.cosines[i], relevance.matches[i], keyword.get(i, 0.0),
+    return [_hit(live[i], scores[i], relevance.cosines.get(i, 0.0), relevance.matches[i], keyword.get(i, 0.0),
                  live[i].strength(now)) for i in ranked]
 
 
