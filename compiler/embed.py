@@ -154,8 +154,8 @@ def load_embedder(model: str) -> Embedder:
 class EmbeddingCache:
     """SQLite table of vectors keyed by (model identity, sha256 of the text).
 
-    Also holds token-vector matrices (late interaction) in a second table, as float16: a
-    matrix is many vectors, and half precision changes no ranking."""
+    Also holds token-vector matrices (late interaction) in a second table, quantised by the
+    caller (`dtype`)."""
 
     def __init__(self, path: Path, table: str = "vectors", dtype: type = np.float32) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

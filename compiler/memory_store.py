@@ -118,7 +118,7 @@ class MemoryIndex:
         self.vectors = VectorStore(open_client(cache_dir, chroma_url), COLLECTION)
         self.keywords = MemoryKeywordIndex(cache_dir / "memories.sqlite")
         self.embeddings = EmbeddingCache(cache_dir / "embeddings.sqlite")
-        self.tokens = EmbeddingCache(cache_dir / "embeddings.sqlite", "token_vectors", np.float16)
+        self.tokens = EmbeddingCache(cache_dir / "embeddings.sqlite", late_interaction.TABLE, np.int8)
 
     def close(self) -> None:
         self.keywords.close()

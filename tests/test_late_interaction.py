@@ -41,15 +41,13 @@ class FakeTokenEmbedder(FakeEmbedder):
         return result
 
 
-def test_word_vectors_drop_punctuation_and_query_stopwords() -> None:
+def test_word_vectors_drop_punctuation_and_stopwords() -> None:
     pieces = ["what", "did", "caroline", "paint", "##ed", "?"]
     vectors = np.arange(len(pieces) * 2, dtype=np.float32).reshape(-1, 2)
-    document = late_interaction.word_vectors(pieces, vectors)
-    query = late_interaction.word_vectors(pieces, vectors, query=True)
-    assert document.tolist() == vectors[:5].tolist()  # only "?" goes
-    assert query.tolist() == vectors[2:5].tolist()  # "what", "did" are stopwords
-    only_stopwords = late_interaction.word_vectors(["what", "is", "it"], vectors[:3], query=True)
-    assert len(only_stopwords) == 3  # a query made of stopwords keeps them rather than nothing
+    assert late_interaction.word_vectors(pieces, vectors).tolist() == vectors[2:5].tolist()
+    only_stopwords = late_interaction.word_vectors(["it", "is", "!"], vectors[:3])
+    assert only_stopwords.tolist() == vectors[:2].tolist()  # its words rather than nothing
+    assert len(late_interaction.word_vectors(["?", "!"], vectors[:2])) == 0
 
 
 def test_match_takes_each_piece_best_with_neighbours_discounted() -> None:
@@ -65,7 +63,7 @@ def test_match_takes_each_piece_best_with_neighbours_discounted() -> None:
 
 def test_best_per_piece_caches_token_vectors_once(tmp_path: Path) -> None:
     embedder = FakeTokenEmbedder()
-    tokens = EmbeddingCache(tmp_path / "e.sqlite", "token_vectors", np.float16)
+    tokens = EmbeddingCache(tmp_path / "e.sqlite", late_interaction.TABLE, np.int8)
     vectors = EmbeddingCache(tmp_path / "e.sqlite")
     _, query = late_interaction.embed_query(embedder, "sunset painting")
     texts = {"a": "We painted a sunset.", "b": "A painting of a horse!", "c": "...", "d": "We painted a sunset."}
@@ -77,7 +75,7 @@ def test_best_per_piece_caches_token_vectors_once(tmp_path: Path) -> None:
     assert best["c"].tolist() == [0.0, 0.0]  # no word pieces at all: zeros, not an error
     assert best["d"].tolist() == best["a"].tolist()
     calls = embedder.token_calls
-    # The same texts again: read from the cache (float16), the model is not asked.
+    # The same texts again: read from the cache (int8), the model is not asked.
     again = late_interaction.best_per_piece(query, texts, tokens, vectors, lambda: embedder, embedder.identity)
     assert embedder.token_calls == calls
     assert {k: v.tolist() for k, v in again.items()} == {k: v.tolist() for k, v in best.items()}
