@@ -127,3 +127,15 @@ def test_real_model_recall_finds_an_answer_named_only_by_the_question_turn(tmp_p
         hits = recall(service, "Which instrument does Caroline practise?", n=2, reinforce=False)
     assert turns[1] in [h["content"] for h in hits]
     assert hits[0]["match"] > 0
+
+
+def test_recall_survives_queries_without_words_and_huge_ones(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".engram").mkdir(parents=True)
+    with MemoryService(vault, Settings(), embedder=FakeTokenEmbedder()) as service:
+        service.add_many([MemoryInput(content=t, project="p", source_id=t) for t in ("alpha beta", "gamma delta")])
+        # No word pieces: the sentence cosine scores instead of a match.
+        assert all(h["match"] == h["cosine"] for h in recall(service, "???", reinforce=False))
+        hits = recall(service, "gamma " * 200_000, reinforce=False)
+        assert hits[0]["content"] == "gamma delta"
+        assert recall(service, "gamma", project="elsewhere", reinforce=False) == []
