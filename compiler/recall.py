@@ -79,7 +79,7 @@ def recall(service: MemoryService, query: str, n: int = 5, *, project: str = "",
     scores = {i: weights.bm25 * keyword.get(i, 0.0) + weights.relevance * max(0.0, matches[i]) * strength[i]
               for i in strength}
     _spread_graph_bonus(scores, service.associations(), allowed, live, relevance, now)
-    ranked = sorted(scores, key=lambda i: (-scores[i], i))[:n]
+    ranked = sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))[:n]  # no match, no hit
     if reinforce and ranked:
         with writer_lock(service.engram):
             before = service.events_key()
