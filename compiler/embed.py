@@ -13,7 +13,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -165,26 +165,19 @@ class EmbeddingCache:
                          "PRIMARY KEY (model, text_sha))")
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        unique = sorted(set(hashes))
-        for start in range(0, len(unique), 500):
-            batch = unique[start:start + 500]
-            marks = ",".join("?" * len(batch))
-            rows = self._db.execute(f"SELECT text_sha, vector FROM {self._table} "
-                                    f"WHERE model = ? AND text_sha IN ({marks})", [model, *batch])
-            found.update((sha, np.frombuffer(blob, dtype=self._dtype)) for sha, blob in rows)
-        return found
+        return {sha: np.frombuffer(blob, dtype=self._dtype) for sha, blob in self._select("text_sha, vector", model, hashes)}
 
     def known(self, model: str, hashes: Sequence[str]) -> set[str]:
         """Returns which of `hashes` are cached, without reading their blobs."""
+        return {sha for (sha,) in self._select("text_sha", model, hashes)}
+
+    def _select(self, columns: str, model: str, hashes: Sequence[str]) -> Iterator[tuple[Any, ...]]:
         unique = sorted(set(hashes))
-        found: set[str] = set()
-        for start in range(0, len(unique), 500):
+        for start in range(0, len(unique), 500):  # SQLite caps the variables of one statement
             batch = unique[start:start + 500]
             marks = ",".join("?" * len(batch))
-            found.update(sha for (sha,) in self._db.execute(
-                f"SELECT text_sha FROM {self._table} WHERE model = ? AND text_sha IN ({marks})", [model, *batch]))
-        return found
+            yield from self._db.execute(f"SELECT {columns} FROM {self._table} "
+                                        f"WHERE model = ? AND text_sha IN ({marks})", [model, *batch])
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
         with self._db:

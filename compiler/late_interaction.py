@@ -74,9 +74,11 @@ def best_per_piece(query: np.ndarray, texts: Mapping[str, str], tokens: Embeddin
                    embedder: Callable[[], Embedder], identity: str) -> dict[str, np.ndarray]:
     """Returns {key: each query piece's best cosine among the pieces of that text} for {key: text},
     computing missing token vectors first. One matrix product for all texts."""
-    cache_token_vectors(texts.values(), tokens, vectors, embedder, identity)
     hashes = {key: text_hash(text) for key, text in texts.items()}
     found = tokens.get_many(identity, list(hashes.values()))
+    missing = {texts[key] for key, h in hashes.items() if h not in found}  # an older store, a deleted cache
+    if missing and cache_token_vectors(missing, tokens, vectors, embedder, identity):
+        found.update(tokens.get_many(identity, [text_hash(text) for text in missing]))
     keys = [key for key, h in hashes.items() if h in found]
     dimension = query.shape[1]
     counts = np.array([len(found[hashes[key]]) // dimension for key in keys], dtype=np.int64)
