@@ -31,10 +31,11 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a checkout: `python benchmarks/bench.py`
 
-from compiler.build import VaultPaths, compile_vault, section_text  # noqa: E402
-from compiler.embed import Embedder, load_embedder, text_hash  # noqa: E402
-from compiler.settings import load_settings  # noqa: E402
-from compiler.state import load_state  # noqa: E402
+from compiler.commands.build_state import load_state  # noqa: E402
+from compiler.commands.compile import VaultPaths, compile_vault, section_text  # noqa: E402
+from compiler.core.settings import load_settings  # noqa: E402
+from compiler.index.cache import text_hash
+from compiler.index.embedder import Embedder, load_embedder  # noqa: E402
 
 EXAMPLE_VAULT = REPO / "vault-example"
 # Left out of the example copy: derived state, and the machine-local journal (`make demo` imports agent

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.build import compile_vault  # noqa: E402
-from compiler.embed import load_embedder  # noqa: E402
-from compiler.memories import MemoryService  # noqa: E402
-from compiler.memory_input import MemoryInput  # noqa: E402
-from compiler.recall import recall  # noqa: E402
-from compiler.settings import load_settings  # noqa: E402
+from compiler.commands.compile import compile_vault  # noqa: E402
+from compiler.core.settings import load_settings  # noqa: E402
+from compiler.index.embedder import load_embedder  # noqa: E402
+from compiler.memory.input import MemoryInput  # noqa: E402
+from compiler.memory.recall import recall  # noqa: E402
+from compiler.memory.service import MemoryService  # noqa: E402
 
 SUBJECTS = ["The payments API", "The billing worker", "Our staging cluster", "The data pipeline", "The search service",
             "The mobile app", "The auth gateway", "The nightly backup", "The analytics warehouse", "The CI runner",

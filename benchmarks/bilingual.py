@@ -26,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import copy_example  # noqa: E402
 
-from compiler.build import compile_vault  # noqa: E402
-from compiler.embed import load_embedder  # noqa: E402
-from compiler.memories import MemoryService  # noqa: E402
-from compiler.memory_input import MemoryInput  # noqa: E402
-from compiler.recall import recall  # noqa: E402
-from compiler.search import hybrid_search, vector_search  # noqa: E402
-from compiler.settings import load_settings  # noqa: E402
+from compiler.commands.compile import compile_vault  # noqa: E402
+from compiler.core.settings import load_settings  # noqa: E402
+from compiler.index.embedder import load_embedder  # noqa: E402
+from compiler.memory.input import MemoryInput  # noqa: E402
+from compiler.memory.recall import recall  # noqa: E402
+from compiler.memory.service import MemoryService  # noqa: E402
+from compiler.notes.search import hybrid_search, vector_search  # noqa: E402
 
 # (fact in English, fact in Spanish, question in English, question in Spanish)
 FACTS = [

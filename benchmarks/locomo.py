@@ -30,10 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.memories import MemoryService  # noqa: E402
-from compiler.memory_input import MemoryInput  # noqa: E402
-from compiler.recall import recall  # noqa: E402
-from compiler.settings import load_settings  # noqa: E402
+from compiler.core.settings import load_settings  # noqa: E402
+from compiler.memory.input import MemoryInput  # noqa: E402
+from compiler.memory.recall import recall  # noqa: E402
+from compiler.memory.service import MemoryService  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DEPTH = 10  # recall this many: Hit@k, Recall@10 and MRR all come from one recall per question

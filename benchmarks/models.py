@@ -19,7 +19,7 @@ in one process (MiniLM first). For each model:
 
 Then, for each cosine setting of the first model, the cosine of every other model that puts the
 same share of LoCoMo turn pairs (within a conversation) at or above it: how the multilingual
-model's defaults in compiler/settings.py were derived.
+model's defaults in compiler/core/settings.py were derived.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bilingual import FACTS  # noqa: E402
 from locomo import turns  # noqa: E402
-
-from compiler.embed import embed_query, load_embedder  # noqa: E402
-from compiler.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL, load_settings  # noqa: E402
 from tests.test_contradiction import PAIRS as CONTRADICTION_PAIRS  # noqa: E402
+
+from compiler.core.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL, load_settings  # noqa: E402
+from compiler.index.embedder import embed_query, load_embedder  # noqa: E402
 
 THRESHOLDS = (0.50, 0.65, 0.80, 0.85, 0.90, 0.93, 0.95)
 SETTINGS = ("related_min_cosine", "replace_min", "associate_min", "merge_min", "reinforce_min", "consolidate_min")

@@ -1,3 +1,3 @@
-from compiler.cli import main
+from compiler.cli.main import main
 
 main()

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.settings import Settings
+from compiler.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_VAULT = ROOT / "vault-example"

@@ -1,0 +1,78 @@
+"""What every `engram` command shares: the vault options, JSON output, progress bars, and the one
+place an expected failure becomes a line on stderr and an exit code (`EngramGroup.invoke`).
+
+Human messages go to stderr, results to stdout; `--json` prints exactly one JSON value.
+Exit codes: 0 ok, 1 failure (or warnings with --strict), 2 usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from compiler.core.errors import EXPECTED, EngramError, describe
+from compiler.core.settings import Settings, load_settings
+from compiler.core.vault import find_vault
+
+VAULT_HELP = "The vault (default: $ENGRAM_VAULT, else found from the current folder)."
+
+
+class EngramGroup(click.Group):
+    """A command group whose commands may raise any expected failure: it is answered here, once,
+    as `engram: <path:line: message>` on stderr and the error's exit code — never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EXPECTED as error:
+            click.echo(f"engram: {describe(error)}", err=True)
+            ctx.exit(error.exit_code if isinstance(error, EngramError) else 1)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True))
+
+
+def fail(message: str, code: int = 1) -> None:
+    click.echo(f"engram: {message}", err=True)
+    sys.exit(code)
+
+
+def vault_and_settings(vault: str | None, **overrides: Any) -> tuple[Path, Settings]:
+    """Returns the vault and its settings; raises UsageError (exit 2) when either is wrong."""
+    root = find_vault(vault)
+    return root, load_settings(root, **overrides)
+
+
+def vault_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--vault", envvar="ENGRAM_VAULT", help=VAULT_HELP)(command)
+
+
+def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")(command)
+
+
+def now_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--now", envvar="ENGRAM_NOW",
+                        help="The memory clock, 'YYYY-MM-DD HH:MM:SS' UTC (reproducible pages, tests, replays).")(command)
+
+
+def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--vault, --json and --now: what every memory command takes."""
+    return vault_option(json_option(now_option(command)))
+
+
+@contextmanager
+def stderr_progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr for long stages; silent when stderr is not a terminal."""
+    if total < 20 or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    with click.progressbar(length=total, label=f"{label:<6}", file=sys.stderr) as bar:
+        yield bar.update

@@ -1,0 +1,239 @@
+"""`engram memory|recall|track|handoff|maintain`: thin adapters over the memory library.
+
+Each command opens a MemoryService, calls one library function and prints its dict: as JSON
+with --json, else as a short human line. Errors a caller can cause exit 1 with one clear line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from compiler.cli.common import common_options, emit_json, vault_and_settings
+
+
+def _service_call(vault: str | None, now: str | None, action: Callable[[Any], Any]) -> Any:
+    """Opens the vault's memories, runs `action` on them and returns its result."""
+    from compiler.memory.service import MemoryService
+
+    root, settings = vault_and_settings(vault, now=now)
+    with MemoryService(root, settings) as service:
+        return action(service)
+
+
+def _print(result: Any, as_json: bool, human: Callable[[Any], str]) -> None:
+    if as_json:
+        emit_json(result)
+    elif result is not None:
+        click.echo(human(result))
+
+
+def _line(result: dict[str, Any]) -> str:
+    extra = f" ({result['similarity']:.2f} similar: {result.get('reason', '')})" if "similarity" in result else ""
+    return f"{result['action']}: {result['id']} · {result.get('title', '')}{extra}"
+
+
+@click.group("memory")
+def memory_group() -> None:
+    """Store and manage agent memories (they decay, reinforce, merge and link)."""
+
+
+@memory_group.command("add")
+@click.argument("content")
+@click.option("--title", default="", help="A short title (default: the first line).")
+@click.option("--project", default="", help="Project the memory belongs to (default: 'default').")
+@click.option("--category", default="fact", type=click.Choice(["fact", "strategy", "assumption", "failure"]))
+@click.option("--importance", default=0.5, type=float, help="0..1: how slowly it fades.")
+@click.option("--type", "type_", default="note", help="Free-text type, as the engram CLI (decision, bugfix, ...).")
+@click.option("--topic-key", default="")
+@click.option("--source-id", default="", help="An external id kept as provenance (and for idempotent imports).")
+@common_options
+def memory_add(content: str, title: str, project: str, category: str, importance: float, type_: str,
+               topic_key: str, source_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Store CONTENT: answers new, reinforced, merged or replaced."""
+    from compiler.memory.input import MemoryInput
+
+    item = MemoryInput(content=content, title=title, project=project, category=category, importance=importance,
+                       type=type_, topic_key=topic_key, source_id=source_id)
+    _print(_service_call(vault, now, lambda s: s.add(item)), as_json, _line)
+
+
+@memory_group.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@common_options
+def memory_import(file: Path, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Store every memory of a JSON-lines FILE (content, title, project, category, importance, created_at, source_id)."""
+    from compiler.memory.service import read_import_file
+
+    items, warnings = read_import_file(file)
+    for warning in warnings:
+        click.echo(f"warning: {warning.file}:{warning.line}: {warning.message}", err=True)
+    result = _service_call(vault, now, lambda s: s.add_many(items))
+    summary = {"read": len(items), "skipped": [w.to_dict() for w in warnings], "actions": result["actions"],
+               "embedded": result["embedded"]}
+    _print(summary, as_json, lambda r: f"imported {r['read']} lines: {r['actions']} · {r['embedded']} embedded")
+
+
+@memory_group.command("update")
+@click.argument("memory_id")
+@click.option("--content", default=None)
+@click.option("--title", default=None)
+@click.option("--importance", default=None, type=float)
+@common_options
+def memory_update(memory_id: str, content: str | None, title: str | None, importance: float | None,
+                  vault: str | None, now: str | None, as_json: bool) -> None:
+    """Rewrite a memory; the old version stays in its history."""
+    result = _service_call(vault, now, lambda s: s.update(memory_id, content, importance, title))
+    _print(result, as_json, lambda r: f"updated: {r['id']} · {r['title']}")
+
+
+@memory_group.command("forget")
+@click.argument("memory_id")
+@common_options
+def memory_forget(memory_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Forget a memory (kept in the log; `restore` brings it back)."""
+    _print(_service_call(vault, now, lambda s: s.forget(memory_id)), as_json, lambda r: f"forgotten: {r['id']}")
+
+
+@memory_group.command("restore")
+@click.argument("memory_id")
+@common_options
+def memory_restore(memory_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Bring back an archived, forgotten or consolidated memory."""
+    _print(_service_call(vault, now, lambda s: s.restore(memory_id)), as_json, lambda r: f"restored: {r['id']}")
+
+
+@memory_group.command("show")
+@click.argument("memory_id")
+@common_options
+def memory_show(memory_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Print one memory with its history and sources."""
+    _print(_service_call(vault, now, lambda s: s.describe(memory_id)), as_json,
+           lambda r: json.dumps(r, indent=2, ensure_ascii=False))
+
+
+@memory_group.command("stats")
+@common_options
+def memory_stats_command(vault: str | None, now: str | None, as_json: bool) -> None:
+    """Totals, by category, average strength, last maintenance, failures, active features."""
+    from compiler.memory.engineering import memory_stats
+
+    _print(_service_call(vault, now, memory_stats), as_json, lambda r: json.dumps(r, indent=2, ensure_ascii=False))
+
+
+@click.command("recall")
+@click.argument("query", nargs=-1, required=True)
+@click.option("-n", "limit", default=5, show_default=True, type=click.IntRange(1, 100))
+@click.option("--project", default="", help="Only this project's memories.")
+@click.option("--category", default="", type=click.Choice(["", "fact", "strategy", "assumption", "failure"]))
+@click.option("--no-reinforce", is_flag=True, help="Do not count this recall (for inspection and benchmarks).")
+@common_options
+def recall_command(query: tuple[str, ...], limit: int, project: str, category: str, no_reinforce: bool,
+                   vault: str | None, now: str | None, as_json: bool) -> None:
+    """Recall memories: each query word's best match in a memory and its neighbouring turns
+    (token vectors) × strength + graph bonus. Recalling reinforces."""
+    from compiler.memory.recall import recall
+
+    hits = _service_call(vault, now, lambda s: recall(s, " ".join(query), limit, project=project,
+                                                       category=category, reinforce=not no_reinforce))
+    _print(hits, as_json, lambda hs: "\n".join(f"{h['score']:.2f}  {h['id']}  [{h['project']}/{h['category']}] "
+                                                f"{h['title']}" for h in hs) or "no memories")
+
+
+@click.group("track")
+def track_group() -> None:
+    """Track engineering state: failures and feature progress."""
+
+
+@track_group.command("failure")
+@click.option("--error", required=True)
+@click.option("--component", required=True)
+@click.option("--severity", default="major", type=click.Choice(["critical", "major", "minor"]))
+@click.option("--root-cause", default="")
+@click.option("--fix", default="")
+@click.option("--test", "tests", multiple=True, help="A related test id (repeatable).")
+@click.option("--project", default="")
+@common_options
+def track_failure_command(error: str, component: str, severity: str, root_cause: str, fix: str,
+                          tests: tuple[str, ...], project: str, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Record a failure (importance critical 0.9, major 0.7, minor 0.5)."""
+    from compiler.memory.engineering import track_failure
+
+    result = _service_call(vault, now, lambda s: track_failure(s, error, component, severity, root_cause, fix,
+                                                                tests, project))
+    _print(result, as_json, _line)
+
+
+@track_group.command("progress")
+@click.option("--feature", required=True)
+@click.option("--status", required=True, type=click.Choice(["planning", "in_progress", "review", "blocked", "done"]))
+@click.option("--completion", default=None, type=click.IntRange(0, 100))
+@click.option("--blocker", "blockers", multiple=True, help="What blocks it (repeatable).")
+@click.option("--quality", "quality_score", default=None, type=float)
+@click.option("--notes", default="")
+@click.option("--project", default="")
+@common_options
+def track_progress_command(feature: str, status: str, completion: int | None, blockers: tuple[str, ...],
+                           quality_score: float | None, notes: str, project: str, vault: str | None,
+                           now: str | None, as_json: bool) -> None:
+    """Create or update the one live progress record of a feature."""
+    from compiler.memory.engineering import track_progress
+
+    result = _service_call(vault, now, lambda s: track_progress(s, feature, status, completion, blockers,
+                                                                 quality_score, notes, project))
+    _print(result, as_json, lambda r: f"{r['action']}: {r['id']} · {r['feature']} → {r['status']}")
+
+
+@click.group("handoff")
+def handoff_group() -> None:
+    """Session handoffs: what the next session should load first."""
+
+
+@handoff_group.command("save")
+@click.option("--summary", required=True)
+@click.option("--completed", multiple=True)
+@click.option("--in-progress", multiple=True)
+@click.option("--blocked", multiple=True)
+@click.option("--next-step", "next_steps", multiple=True)
+@click.option("--project", default="")
+@common_options
+def handoff_save(summary: str, completed: tuple[str, ...], in_progress: tuple[str, ...], blocked: tuple[str, ...],
+                 next_steps: tuple[str, ...], project: str, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Save a handoff for the next session."""
+    from compiler.memory.engineering import save_handoff
+
+    result = _service_call(vault, now, lambda s: save_handoff(s, summary, completed, in_progress, blocked,
+                                                               next_steps, project))
+    _print(result, as_json, _line)
+
+
+@handoff_group.command("load")
+@click.option("--project", default="")
+@common_options
+def handoff_load(project: str, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Print the latest handoff of a project."""
+    from compiler.memory.engineering import load_handoff
+
+    result = _service_call(vault, now, lambda s: load_handoff(s, project))
+    if result is None and not as_json:
+        click.echo("no handoff yet", err=True)
+        sys.exit(0)
+    _print(result, as_json, lambda r: f"{r['created_at']} · {r['title']}\n\n{r['content']}")
+
+
+@click.command("maintain")
+@common_options
+def maintain_command(vault: str | None, now: str | None, as_json: bool) -> None:
+    """Consolidate near-duplicate memories and archive faded ones (compile does this too)."""
+    from compiler.memory.maintenance import run_maintenance
+
+    _print(_service_call(vault, now, run_maintenance), as_json,
+           lambda r: f"consolidated {r['consolidated']} memories in {r['clusters']} clusters · {r['archived']} archived")
+
+
+COMMANDS = (memory_group, recall_command, track_group, handoff_group, maintain_command)

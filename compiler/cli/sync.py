@@ -1,0 +1,161 @@
+"""`engram sync [export|import|status|install]` and `engram merge-manifest`: thin adapters over the sync library.
+
+Results are the library's dicts: JSON with --json, else one human line on stderr. A failed sync
+exits 1 (its error is also in `.engram/sync.log` and `.engram/sync-status.json`); `sync status`
+exits 1 once `max_failures` syncs in a row have failed, so cron or a monitor notices.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from compiler.cli.common import emit_json, vault_and_settings
+
+
+def _vault_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")(command)
+    return click.option("--vault", envvar="ENGRAM_VAULT", help="The vault (default: found from the current folder).")(command)
+
+
+def _export_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--from-sessions", "sessions", multiple=True, type=click.Path(exists=True, path_type=Path),
+                     help="Transcripts (OpenClaw JSONL or SQLite, Claude Code JSONL; file or folder) whose "
+                          "mem_save calls are stored first. Repeatable."),
+        click.option("--project", default="", help="Export only this project's memories."),
+        click.option("--created-by", default="", help="Name of this machine in the manifest (default: user@host)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _show(result: dict[str, Any], as_json: bool, line: str) -> None:
+    if as_json:
+        emit_json(result)
+    quarantined = (result.get("import") or result).get("quarantined")
+    for warning in quarantined if isinstance(quarantined, list) else []:
+        click.echo(f"warning: {warning['file']}: {warning['message']}", err=True)
+    click.echo(f"engram sync: {line}", err=True)
+
+
+@click.group("sync", invoke_without_command=True)
+@_vault_option
+@_export_options
+@click.option("--no-push", is_flag=True, help="Commit locally, do not push.")
+@click.pass_context
+def sync_group(ctx: click.Context, vault: str | None, as_json: bool, sessions: tuple[Path, ...], project: str,
+               created_by: str, no_push: bool) -> None:
+    """Share memories between machines through the vault's git repository (engram CLI chunk format).
+
+    \b
+      engram sync                    pull --rebase, import, compile, export, commit, push
+      engram sync export             new memories → one new chunk + manifest entry
+      engram sync import             chunks not seen yet → memories; then compile
+      engram sync status [--json]    chunks, pending export, last success/error, failures
+      engram sync install            merge driver for manifest.json, ignores for local state
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from compiler.commands.sync_cycle import run_sync
+    from compiler.sync.monitor import summary
+
+    root, settings = vault_and_settings(vault)
+    result = run_sync(root, settings, created_by=created_by, project=project, sessions=sessions,
+                                   push_changes=not no_push)
+    _show(result, as_json, summary(result))
+
+
+@sync_group.command("export")
+@_vault_option
+@_export_options
+def sync_export(vault: str | None, as_json: bool, sessions: tuple[Path, ...], project: str, created_by: str) -> None:
+    """Write memories no chunk holds yet as one new chunk (no git)."""
+    from compiler.sync.exchange import export_memories
+
+    root, settings = vault_and_settings(vault)
+    result = export_memories(root, settings, created_by=created_by, project=project, sessions=sessions)
+    bridged = result.get("bridged") or {}
+    extra = (f" · transcripts: {bridged['calls']} mem_save calls, {bridged['skipped_empty']} without title or "
+             f"content skipped" if bridged else "")
+    line = (f"chunk {result['chunk']}: {result['events']} events, {result['memories']} memories" if result["chunk"]
+            else "nothing new to export")
+    _show(result, as_json, line + extra)
+
+
+@sync_group.command("import")
+@_vault_option
+@click.option("--no-compile", is_flag=True, help="Only take the chunks in; do not compile.")
+def sync_import(vault: str | None, as_json: bool, no_compile: bool) -> None:
+    """Take in chunks not imported yet (bad records are quarantined and reported), then compile."""
+    from compiler.commands.sync_cycle import import_and_compile
+
+    root, settings = vault_and_settings(vault)
+    result = import_and_compile(root, settings, compile=not no_compile)
+    _show(result, as_json, f"{len(result['chunks_new'])} new chunks, {result['events_new']} events, "
+                           f"{result['memories_new']} new memories, {len(result['quarantined'])} quarantined")
+
+
+@sync_group.command("status")
+@_vault_option
+@click.option("--max-failures", type=click.IntRange(1), default=None,
+              help="Exit 1 after this many failed syncs in a row (default 3, or [sync] max_failures).")
+def sync_status_command(vault: str | None, as_json: bool, max_failures: int | None) -> None:
+    """Chunks local/remote/to import, pending export, last success and error; exit 1 when failing."""
+    from compiler.sync.exchange import format_when, sync_status
+
+    root, settings = vault_and_settings(vault)
+    status = sync_status(root, settings, max_failures)
+    if as_json:
+        emit_json(status)
+    else:
+        chunks, remote, error = status["chunks"], status["remote"] or {}, status["last_error"] or {}
+        lines = [f"chunks: {chunks['local']} here, {chunks['listed']} listed, {chunks['to_import']} to import, "
+                 f"{len(chunks['quarantined'])} quarantined, {len(chunks['missing'])} listed but missing",
+                 f"remote {remote.get('ref', '(none)')}: {remote.get('chunks', '?')} chunks, "
+                 f"{len(remote.get('not_pulled', []))} not pulled yet",
+                 f"to export: {status['pending_export']['events']} events "
+                 f"({status['pending_export']['memories']} memories)",
+                 f"last success: {format_when(status['last_success'])}",
+                 f"last error: {format_when(error.get('at'))} {error.get('message', '')}".rstrip(),
+                 f"consecutive failures: {status['consecutive_failures']} (alarm at {status['max_failures']})"]
+        click.echo("\n".join(lines))
+    sys.exit(0 if status["healthy"] else 1)
+
+
+@sync_group.command("install")
+@_vault_option
+def sync_install(vault: str | None, as_json: bool) -> None:
+    """Register the manifest merge driver (.gitattributes + git config) and ignore local state."""
+    from compiler.commands.sync_cycle import install_sync
+
+    root, settings = vault_and_settings(vault)
+    result = install_sync(root, settings)
+    if as_json:
+        emit_json(result)
+    changed = ", ".join(result["changed"]) or "nothing (already installed)"
+    click.echo(f"engram sync install: updated {changed}; merge driver: {result['driver']}", err=True)
+
+
+@click.command("merge-manifest", hidden=True)
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("ours", type=click.Path(path_type=Path))
+@click.argument("theirs", type=click.Path(path_type=Path))
+def merge_manifest_command(base: Path, ours: Path, theirs: Path) -> None:
+    """Git merge driver for .engram/manifest.json: union of chunk entries (git calls it with %O %A %B)."""
+    from compiler.core.errors import CorruptDataError
+    from compiler.events.manifest import merge_files
+
+    try:
+        merge_files(base, ours, theirs)
+    except (CorruptDataError, OSError) as error:
+        click.echo(f"engram merge-manifest: {error}", err=True)
+        sys.exit(1)
+
+
+COMMANDS = (sync_group, merge_manifest_command)

@@ -1,0 +1,67 @@
+"""The build state: what the last compile saw, so the next one only redoes what changed.
+
+Lives in `.engram/cache/state.json` — derived and disposable: deleting it means a full rebuild
+that produces the same pages.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compiler.core.errors import BuildWarning
+from compiler.core.files import atomic_write
+from compiler.notes.records import FileStamp, Note
+
+STATE_VERSION = 1
+
+
+@dataclass
+class BuildState:
+    model: str = ""  # model identity the vectors were made with
+    fingerprint: str = ""  # settings that shape the index
+    parser: str = ""  # hash of the parser's code: a new parser re-parses every note
+    files: dict[str, FileStamp] = field(default_factory=dict)
+    notes: dict[str, Note] = field(default_factory=dict)  # parsed notes; binary files have no entry
+    warnings: dict[str, list[BuildWarning]] = field(default_factory=dict)  # parse warnings per file
+    memory_pages: dict[str, str] = field(default_factory=dict)  # observation page → memory id (edits → updates)
+    pages: dict[str, str] = field(default_factory=dict)  # vault-relative page → sha256 (for `engram check`)
+    memory_events: str = ""  # digest of the memory events the pages were rendered from ("" when none)
+
+    def to_json(self) -> str:
+        data = {"version": STATE_VERSION, "model": self.model, "fingerprint": self.fingerprint, "parser": self.parser,
+                "files": {p: [s.size, s.mtime_ns, s.sha256] for p, s in sorted(self.files.items())},
+                "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
+                "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
+                "memory_pages": dict(sorted(self.memory_pages.items())),
+                "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events}
+        return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def load_state(path: Path) -> tuple[BuildState, str]:
+    """Returns (the saved state, "") or (an empty state, why it could not be used)."""
+    if not path.is_file():
+        return BuildState(), "no previous build"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != STATE_VERSION:
+            return BuildState(), "build state from another version"
+        return BuildState(
+            model=data["model"], fingerprint=data["fingerprint"], parser=data.get("parser", ""),
+            files={p: FileStamp(p, size, mtime, sha) for p, (size, mtime, sha) in data["files"].items()},
+            notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
+            warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
+            memory_pages={p: v if isinstance(v, str) else v[0] for p, v in data.get("memory_pages", {}).items()},
+            pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", "")), ""
+    except (ValueError, KeyError, TypeError) as error:
+        return BuildState(), f"build state unreadable ({error.__class__.__name__})"
+
+
+def save_state(path: Path, state: BuildState) -> bool:
+    """Writes the state when it changed; returns whether it wrote."""
+    data = state.to_json().encode("utf-8")
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    atomic_write(path, data)
+    return True

@@ -1,0 +1,99 @@
+"""Stage 4 of compile, memory: fold the events at `now`, take in page edits, maintain, render pages.
+
+A person who edits the content of an observation page has made an update: the edit is
+detected by hash (the page no longer matches what we wrote) and becomes an update event,
+instead of being overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from compiler.core.clock import format_time
+from compiler.core.errors import BuildWarning
+from compiler.core.files import is_generated
+from compiler.core.settings import Settings
+from compiler.events.journal import MemoryEvent, append_events, new_id
+from compiler.index.embedder import Embedder
+from compiler.memory.maintenance import (
+    events_digest,
+    last_maintenance,
+    maintenance_due,
+    run_maintenance,
+)
+from compiler.memory.model import Observation, archived
+from compiler.memory.service import MemoryService
+from compiler.render.memory import (
+    project_links,
+    read_edited_content,
+    render_memory_pages,
+)
+
+
+@dataclass
+class MemoryStage:
+    state: dict[str, Observation] = field(default_factory=dict)
+    pages: dict[str, str] = field(default_factory=dict)  # path inside the output folder → text
+    page_ids: dict[str, str] = field(default_factory=dict)  # observation page → memory id, to spot edits later
+    projects: list[tuple[str, str]] = field(default_factory=list)  # (name, page path) for the catalog
+    warnings: list[BuildWarning] = field(default_factory=list)
+    edits: list[str] = field(default_factory=list)  # memory ids updated from page edits
+    maintenance: dict[str, Any] = field(default_factory=dict)
+    live: int = 0
+    archived: int = 0
+    events_digest: str = ""  # of every event the pages reflect ("" when there are none)
+
+
+def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, page_ids: Mapping[str, str],
+                     written: Mapping[str, str], embedder: Embedder | None = None) -> MemoryStage:
+    """Returns the memory part of a build. `page_ids` maps the observation pages of the last build
+    to their memory ids; `written` maps every vault-relative page to the sha256 we last wrote."""
+    result = MemoryStage()
+    with MemoryService(root, settings, embedder=embedder) as service:
+        events, result.warnings = service.events()
+        if not events:
+            return result
+        result.edits = _take_page_edits(root, settings.out, service, page_ids, written)
+        result.maintenance = _maintain_if_due(service, events)
+        result.state = service.state()
+        pruned = archived(result.state, service.now())
+        result.pages, result.page_ids = render_memory_pages(result.state, pruned, service.now(), env)
+        result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
+        result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
+        result.archived = len(pruned)
+        result.events_digest = events_digest(service.events()[0])
+    return result
+
+
+def _maintain_if_due(service: MemoryService, events: list[MemoryEvent]) -> dict[str, Any]:
+    """Maintains when new events arrived since the last maintenance, or every `maintenance_hours`."""
+    if not maintenance_due(service, events):
+        return {"skipped": True, **last_maintenance(service.engram)}
+    return run_maintenance(service)
+
+
+def _take_page_edits(root: Path, out: str, service: MemoryService, page_ids: Mapping[str, str],
+                     written: Mapping[str, str]) -> list[str]:
+    """Turns edited observation pages into update events; returns the ids updated."""
+    state = service.state()
+    events: list[MemoryEvent] = []
+    for page, memory_id in sorted(page_ids.items()):
+        path = root / out / page
+        if memory_id not in state or not path.is_file() or not is_generated(path):
+            continue
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() == written.get(f"{out}/{page}"):
+            continue
+        content = read_edited_content(data.decode("utf-8", errors="replace"))
+        if content and content != state[memory_id].content:
+            events.append(MemoryEvent(new_id("ev-"), "update", memory_id, format_time(service.now()),
+                                      {"content": content, "source": f"edited {out}/{page}"}))
+    if events:
+        append_events(service.engram, events)
+    return [e.memory for e in events]

@@ -1,0 +1,39 @@
+"""One writer at a time: compile, sync and the memory server take this lock before writing.
+
+An OS-level lock (flock through `filelock`): a killed process releases it, so a stale lock
+file never blocks the next run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import filelock
+
+from compiler.core.errors import BusyError
+from compiler.core.generation import note_own_writes, read_generation
+
+_LOCKS: dict[str, filelock.FileLock] = {}
+
+
+@contextmanager
+def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
+    """Holds `.engram/lock` for the duration of the block; raises BusyError after `timeout` s."""
+    engram_dir.mkdir(parents=True, exist_ok=True)
+    path = str((engram_dir / "lock").resolve())
+    # One FileLock object per path: filelock counts nested acquisitions of the same object, so a
+    # library call that takes the lock inside another never deadlocks on its own process.
+    lock = _LOCKS.setdefault(path, filelock.FileLock(path, thread_local=False))
+    try:
+        with lock.acquire(timeout=timeout):
+            outermost = lock.lock_counter == 1
+            seen = read_generation(engram_dir / "cache") if outermost else ""
+            try:
+                yield
+            finally:
+                if outermost:  # our own Chroma writes do not make our client stale (see index_generation)
+                    note_own_writes(engram_dir / "cache", seen)
+    except filelock.Timeout as error:
+        raise BusyError(f"{engram_dir / 'lock'}: another engram process is writing to this vault") from error

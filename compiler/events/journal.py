@@ -1,0 +1,143 @@
+"""Memory events: every change to a memory is one event with its own id, appended to the journal.
+
+The journal (`.engram/journal.jsonl`) holds one JSON object per line and is fsync'd before a
+command answers. State is a fold of all events (see `memory_model.fold`), so events carry what
+was decided at write time (the action, the similarity, the links) and replay needs no model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compiler.core.clock import parse_time
+from compiler.core.errors import BuildWarning
+
+JOURNAL = "journal.jsonl"
+
+# save: a new memory · reinforce: a duplicate write · merge / replace: the resolve actions ·
+# update: an explicit edit · recall: returned by a recall · delete: forgotten (tombstone) ·
+# restore: back from the archive or from a delete · consolidate: maintenance folded others into it.
+OPS = ("save", "reinforce", "merge", "replace", "update", "recall", "delete", "restore", "consolidate")
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    id: str
+    op: str
+    memory: str  # the sync_id of the memory it changes
+    at: str  # "YYYY-MM-DD HH:MM:SS" UTC
+    data: dict[str, Any] = field(default_factory=dict)
+    seq: int = field(default_factory=lambda: next_seq())  # orders events written within one second
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "op": self.op, "memory": self.memory, "at": self.at, "seq": self.seq, "data": self.data}
+
+    def order(self) -> tuple[str, int, str]:
+        """The replay order: time, then write sequence, then id — total, whatever the arrival order."""
+        return (self.at, self.seq, self.id)
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> "MemoryEvent":
+        """Returns the event, or raises ValueError naming what is wrong."""
+        if not isinstance(raw, dict):
+            raise ValueError(f"not an object but {type(raw).__name__}")
+        missing = [k for k in ("id", "op", "memory", "at") if not isinstance(raw.get(k), str) or not raw.get(k)]
+        if missing:
+            raise ValueError(f"missing or empty field(s): {', '.join(missing)}")
+        if raw["op"] not in OPS:
+            raise ValueError(f"unknown op {raw['op']!r}")
+        parse_time(raw["at"])
+        data = raw.get("data", {})
+        if not isinstance(data, dict):
+            raise ValueError("`data` is not an object")
+        seq = raw.get("seq", 0)
+        if not isinstance(seq, int):
+            raise ValueError("`seq` is not an integer")
+        return cls(raw["id"], raw["op"], raw["memory"], raw["at"], data, seq)
+
+
+_last_seq = 0
+
+
+def next_seq() -> int:
+    """Returns a strictly increasing number (nanoseconds since the epoch, bumped on ties)."""
+    global _last_seq
+    _last_seq = max(time.time_ns(), _last_seq + 1)
+    return _last_seq
+
+
+def new_id(prefix: str = "") -> str:
+    return prefix + uuid.uuid4().hex[:16]
+
+
+def append_events(engram_dir: Path, events: Iterable[MemoryEvent]) -> None:
+    """Appends events to the journal and fsyncs before returning: an answered write survives a crash."""
+    lines = "".join(json.dumps(e.to_dict(), ensure_ascii=False, sort_keys=True) + "\n" for e in events)
+    if not lines:
+        return
+    engram_dir.mkdir(parents=True, exist_ok=True)
+    path = engram_dir / JOURNAL
+    with open(path, "a+b") as handle:
+        if handle.tell() > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                lines = "\n" + lines  # a line torn by a crash stays one bad line; ours start clean
+        handle.write(lines.encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@dataclass
+class _JournalCache:
+    inode: int = -1
+    offset: int = 0  # bytes parsed so far (always at a line end)
+    lines: int = 0
+    events: list[MemoryEvent] = field(default_factory=list)
+    warnings: list[BuildWarning] = field(default_factory=list)
+
+
+_CACHES: dict[str, _JournalCache] = {}
+
+
+def read_journal(engram_dir: Path) -> tuple[list[MemoryEvent], list[BuildWarning]]:
+    """Returns the journal's events and a warning for each line that cannot be used (never dropped silently).
+
+    The journal is append-only: a process that reads it again parses only the lines added since
+    (a replaced or truncated file is read whole again).
+    """
+    path = engram_dir / JOURNAL
+    if not path.is_file():
+        return [], []
+    key = str(path.resolve())
+    stat = path.stat()
+    cache = _CACHES.get(key)
+    if cache is None or cache.inode != stat.st_ino or stat.st_size < cache.offset:
+        cache = _CACHES[key] = _JournalCache(inode=stat.st_ino)
+    if stat.st_size > cache.offset:
+        _read_more(path, cache)
+    return list(cache.events), list(cache.warnings)
+
+
+def _read_more(path: Path, cache: _JournalCache) -> None:
+    shown = f".engram/{JOURNAL}"
+    with open(path, "rb") as handle:
+        handle.seek(cache.offset)
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break  # a line still being written (or torn by a crash): read it once it is complete
+            cache.offset += len(raw)
+            cache.lines += 1
+            line = raw.decode("utf-8", errors="replace")
+            if not line.strip():
+                continue
+            try:
+                cache.events.append(MemoryEvent.from_dict(json.loads(line)))
+            except ValueError as error:  # json.JSONDecodeError is a ValueError too
+                cache.warnings.append(BuildWarning(shown, cache.lines, f"journal line skipped: {error}", "journal"))

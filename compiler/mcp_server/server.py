@@ -1,0 +1,339 @@
+"""`engram serve`: the vault's memory as MCP tools over stdio, thin adapters over the memory library.
+
+Each tool calls one library function and answers its value as JSON text: the value the CLI
+prints with --json. Calls run one at a time on one worker thread (SQLite and Chroma handles stay
+on it), and so does maintenance, at start and every `maintenance_hours`. Memory state is folded
+from the journal on every call and Chroma is reopened when another process wrote to it, so a
+concurrent `engram compile` or `engram memory add` is seen. Input a caller can get wrong (types,
+missing fields, oversized text, unknown ids, paths outside the vault) is a tool error with one
+clear message, and the server goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Annotated, Any, Literal
+
+from mcp.server.fastmcp import FastMCP
+from pydantic import Field
+
+from compiler.core.errors import InputError
+from compiler.core.settings import Settings
+from compiler.index.embedder import Embedder
+from compiler.memory.input import MemoryInput, validate
+from compiler.memory.service import MemoryService
+from compiler.notes.records import NOTE_SUFFIXES
+
+MAX_QUERY_CHARS = 2000
+MAX_TEXT_CHARS = 100_000  # the library's 64 KB limit on one memory gives the precise message below this
+MAX_METADATA_BYTES = 16 * 1024
+MAX_PATH_CHARS = 1000
+
+MEMORY_RULES = """\
+## Memory (engram)
+
+You have a persistent memory through the `engram` MCP server. Use it every session:
+
+1. Recall first. Before starting a task, call `load_handoff` (where the last session stopped) and
+   `recall_memory` with what you are about to do. Search the user's notes with `search_notes`.
+2. Store what you learn. When you discover a fact, make a decision, or learn a preference, call
+   `store_memory` (one statement per memory, importance 0..1). Near-duplicates are merged for you.
+3. Update what changed. When a recalled memory is outdated or wrong, call `update_memory` with its
+   id (or `forget_memory`). Record failures with `track_failure` and feature status with `track_progress`.
+4. Before the session ends, call `session_handoff` with what was done, what is in progress,
+   what is blocked and the next steps.
+"""
+
+log = logging.getLogger("engram.serve")
+
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words")]
+MemoryId = Annotated[str, Field(min_length=1, max_length=100, description="A memory id from store or recall")]
+Detail = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+Line = Annotated[str, Field(max_length=2000)]
+Lines = Annotated[list[Line], Field(max_length=200)]
+Project = Annotated[str, Field(max_length=200, description="Project name (default: the server's project)")]
+Importance = Annotated[float, Field(ge=0, le=1, description="0..1: how slowly it fades")]
+Category = Literal["fact", "strategy", "assumption", "failure"]
+
+
+def read_note(vault: Path, path: str, max_bytes: int) -> dict[str, Any]:
+    """Returns {"path", "content", "bytes", "truncated"} of a .md/.qmd note inside `vault`.
+
+    Refuses absolute paths, `..`, hidden folders, other suffixes, and symlinks that lead out of the vault.
+    """
+    relative = _safe_relative(path)
+    root = vault.resolve()
+    candidates = [relative] if relative.suffix.lower() in NOTE_SUFFIXES else \
+        [relative.with_name(relative.name + suffix) for suffix in NOTE_SUFFIXES]
+    for candidate in candidates:
+        target = (root / candidate).resolve()
+        if not target.is_relative_to(root):
+            raise InputError(f"refusing {path!r}: it leads outside the vault")
+        if target.is_file():
+            with open(target, "rb") as handle:
+                data = handle.read(max_bytes + 1)
+            return {"path": candidate.as_posix(), "content": data[:max_bytes].decode("utf-8", errors="replace"),
+                    "bytes": target.stat().st_size, "truncated": len(data) > max_bytes}
+    raise InputError(f"no note {path!r} in the vault (paths are vault-relative, as search_notes returns them)")
+
+
+def _safe_relative(path: str) -> PurePosixPath:
+    if not path.strip() or "\x00" in path or len(path) > MAX_PATH_CHARS:
+        raise InputError("give a vault-relative note path such as 'Projects/Plan.md'")
+    posix = PurePosixPath(path.replace("\\", "/"))
+    if posix.is_absolute() or PureWindowsPath(path).drive or PureWindowsPath(path).is_absolute():
+        raise InputError(f"refusing {path!r}: absolute paths are not allowed, give a vault-relative path")
+    if any(part == ".." or part.startswith(".") for part in posix.parts):
+        raise InputError(f"refusing {path!r}: '..' and hidden folders are not notes")
+    if posix.suffix and posix.suffix.lower() not in NOTE_SUFFIXES:
+        raise InputError(f"refusing {path!r}: only .md and .qmd notes can be read")
+    return posix
+
+
+def memory_from_metadata(content: str, importance: float, category: str, metadata: dict[str, Any],
+                         project: str) -> MemoryInput:
+    """Returns the input of `store_memory`: known metadata keys become fields, the rest is kept as details."""
+    known = ("title", "project", "type", "topic_key", "scope", "session_id", "source_id")
+    text = {k: str(metadata[k]) for k in known if metadata.get(k) is not None}
+    details = {k: v for k, v in metadata.items() if k not in known}
+    if len(json.dumps(details, default=str)) > MAX_METADATA_BYTES:
+        raise InputError(f"metadata is over {MAX_METADATA_BYTES // 1024} KB: keep it to a few short fields")
+    text.setdefault("project", project)
+    return MemoryInput(content=content, importance=importance, category=category, fields=details, **text)
+
+
+def save_observation(service: MemoryService, item: MemoryInput) -> dict[str, Any]:
+    """engram's mem_save: a `topic_key` names an evolving topic, so a later save updates that memory."""
+    clean = validate(item)
+    current = [o for o in service.state().values() if clean.topic_key and o.live and o.kind == clean.kind
+               and o.project == clean.project and o.topic_key == clean.topic_key]
+    if not current:
+        return service.add(item)
+    updated = service.update(current[0].id, clean.content, title=clean.title)
+    return {"action": "updated", "id": updated["id"], "title": updated["title"], "project": updated["project"]}
+
+
+def memory_context(service: MemoryService, project: str = "", limit: int = 20) -> dict[str, Any]:
+    """Returns the latest handoff and the most recently changed live memories of `project` (or all)."""
+    from compiler.memory.engineering import load_handoff
+
+    now = service.now()
+    live = [o for o in service.live().values() if (not project or o.project == project) and o.kind != "handoff"]
+    recent = sorted(live, key=lambda o: (o.updated_at or o.created_at, o.id), reverse=True)[:limit]
+    return {"project": project or "(all)", "handoff": load_handoff(service, project),
+            "memories": [{"id": o.id, "title": o.title, "content": o.content, "project": o.project,
+                          "category": o.category, "type": o.type, "updated_at": o.updated_at or o.created_at,
+                          "strength": round(o.strength(now), 4)} for o in recent]}
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+class MemoryServer:
+    """One vault's memory behind the tools: a single worker thread runs every call and the maintenance."""
+
+    def __init__(self, vault: Path, settings: Settings, *, project: str = "", embedder: Embedder | None = None) -> None:
+        self.vault = vault.resolve()
+        self.settings = settings
+        self.project = project
+        self._embedder = embedder
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-memory")
+        self._service: MemoryService | None = None
+        self._stop = threading.Event()
+
+    async def call(self, action: Callable[[MemoryService], Any]) -> str:
+        """Runs `action(service)` on the worker; returns its value as JSON text."""
+        return await asyncio.wrap_future(self._worker.submit(self._run, action))
+
+    def _run(self, action: Callable[[MemoryService], Any]) -> str:
+        from compiler.core.errors import BusyError, ModelLoadError, NotFoundError
+
+        if self._service is None:  # one service: its fold is incremental, only new journal lines are read
+            self._service = MemoryService(self.vault, self.settings, embedder=self._embedder)
+        try:
+            return to_json(action(self._service))
+        except (InputError, NotFoundError, InputError, NotFoundError, BusyError,
+                ModelLoadError):
+            raise  # the caller's to fix: FastMCP answers a tool error with the message
+        except Exception:
+            log.exception("tool call failed")
+            raise
+        finally:
+            self._service.close()  # Chroma and SQLite handles live for one call: others may write before the next
+
+    def start_maintenance(self) -> None:
+        """Maintains now, then every `maintenance_hours`, on the worker (between tool calls)."""
+        threading.Thread(target=self._maintain_forever, name="engram-maintenance", daemon=True).start()
+
+    def _maintain_forever(self) -> None:
+        from compiler.memory.maintenance import run_maintenance
+
+        interval = max(60.0, self.settings.maintenance_hours * 3600)
+        while not self._stop.is_set():
+            try:
+                done = self._worker.submit(self._run, run_maintenance).result()
+                log.info("maintenance: %s", " ".join(done.split()))
+            except Exception as error:  # a failed maintenance never stops the server
+                log.warning("maintenance failed: %s", error)
+            self._stop.wait(interval)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._worker.shutdown(wait=True, cancel_futures=True)
+
+
+def build_server(memory: MemoryServer) -> FastMCP:
+    """Returns the FastMCP server with every tool bound to `memory`."""
+    from compiler.memory import engineering as eng
+    from compiler.memory.maintenance import run_maintenance
+    from compiler.memory.recall import recall
+
+    server = FastMCP("engram", instructions=MEMORY_RULES, log_level="WARNING")
+
+    def tool(description: str) -> Callable[[Any], Any]:  # the answer is JSON text: no second, structured copy
+        return server.tool(description=description, structured_output=False)
+
+    default = memory.project
+
+    @tool(description="Save a fact, decision, preference or lesson worth remembering across sessions. Call it "
+                      "whenever you learn something new; near-duplicates are merged, contradictions replace.")
+    async def store_memory(content: Text, importance: Importance, category: Category = "fact",
+                           metadata: dict[str, Any] | None = None) -> str:
+        return await memory.call(lambda s: s.add(memory_from_metadata(content, importance, category,
+                                                                      metadata or {}, default)))
+
+    @tool(description="Recall memories relevant to a question, best first. Call it FIRST, before starting a "
+                      "task, and whenever past context could help.")
+    async def recall_memory(query: Query, top_k: Annotated[int, Field(ge=1, le=100)] = 5) -> str:
+        return await memory.call(lambda s: recall(s, query, top_k, project=default))
+
+    @tool(description="Rewrite a memory that changed; the old version stays in its history. Call it when a "
+                      "recalled memory is outdated or wrong.")
+    async def update_memory(memory_id: MemoryId, new_content: Text, importance: Importance | None = None) -> str:
+        return await memory.call(lambda s: s.update(memory_id, new_content, importance))
+
+    @tool(description="Fold near-duplicate memories together and archive faded ones. Rarely needed: the "
+                      "server does it at start and every 12 hours.")
+    async def consolidate_memory() -> str:
+        return await memory.call(run_maintenance)
+
+    @tool(description="Save where this session stands for the next one. Call it before the session ends or "
+                      "when the context is about to run out.")
+    async def session_handoff(summary: Text, completed: Lines | None = None, in_progress: Lines | None = None,
+                              blocked: Lines | None = None, next_steps: Lines | None = None) -> str:
+        return await memory.call(lambda s: eng.save_handoff(s, summary, completed or (), in_progress or (),
+                                                            blocked or (), next_steps or (), default))
+
+    @tool(description="Overview: memories by category and project, failures by component and severity, "
+                      "active features, last maintenance.")
+    async def memory_stats() -> str:
+        return await memory.call(eng.memory_stats)
+
+    @tool(description="Record a failure (error, component, root cause, fix) so it is not repeated. Call it "
+                      "when something breaks or a bug is fixed.")
+    async def track_failure(error: Text, component: Line, severity: Literal["critical", "major", "minor"] = "major",
+                            root_cause: Detail = "", fix: Detail = "",
+                            related_test_ids: Lines | None = None) -> str:
+        return await memory.call(lambda s: eng.track_failure(s, error, component, severity, root_cause, fix,
+                                                             related_test_ids or (), default))
+
+    @tool(description="Create or update the one progress record of a feature. Call it when a feature's "
+                      "status, completion or blockers change.")
+    async def track_progress(feature: Line, status: Literal["planning", "in_progress", "review", "blocked", "done"],
+                             completion: Annotated[int, Field(ge=0, le=100)] | None = None,
+                             blockers: Lines | None = None, quality_score: float | None = None,
+                             notes: Detail = "") -> str:
+        return await memory.call(lambda s: eng.track_progress(s, feature, status, completion, blockers or (),
+                                                              quality_score, notes, default))
+
+    @tool(description="Forget a memory that is wrong or unwanted (it stays in the log; restore_memory "
+                      "brings it back).")
+    async def forget_memory(memory_id: MemoryId) -> str:
+        return await memory.call(lambda s: s.forget(memory_id))
+
+    @tool(description="Bring back a forgotten, archived or consolidated memory.")
+    async def restore_memory(memory_id: MemoryId) -> str:
+        return await memory.call(lambda s: s.restore(memory_id))
+
+    @tool(description="Load the latest session handoff (null when there is none). Call it at the start of a "
+                      "session to pick up where the last one stopped.")
+    async def load_handoff(project: Project = "") -> str:
+        return await memory.call(lambda s: eng.load_handoff(s, project or default))
+
+    @tool(description="Search the user's notes in the vault (keywords and meaning). Call it when their notes "
+                      "may hold the answer; read a hit with get_note.")
+    async def search_notes(query: Query, n: Annotated[int, Field(ge=1, le=50)] = 5) -> str:
+        from compiler.notes.search import Filters, hybrid_search
+
+        return await memory.call(lambda s: hybrid_search(
+            memory.vault, query, n, Filters(), embedder=s.embedder(), chroma_url=memory.settings.chroma_url,
+            graph_bonus=memory.settings.graph_bonus))
+
+    @tool(description="Read one note (.md or .qmd) by its vault-relative path, as search_notes returns it.")
+    async def get_note(path: Annotated[str, Field(max_length=MAX_PATH_CHARS)]) -> str:
+        return await memory.call(lambda s: read_note(memory.vault, path, memory.settings.max_note_bytes))
+
+    @tool(description="Save an observation (engram CLI style). Call it after a decision, bugfix or discovery; "
+                      "a repeated topic_key updates the earlier observation.")
+    async def mem_save(title: Line, content: Text, type: Line = "manual", project: Project = "",
+                       scope: Line = "project", topic_key: Line = "") -> str:
+        item = MemoryInput(content=content, title=title, type=type, project=project or default, scope=scope,
+                           topic_key=topic_key)
+        return await memory.call(lambda s: save_observation(s, item))
+
+    @tool(description="Search saved observations (engram CLI style). Call it before working on something "
+                      "that may have history.")
+    async def mem_search(query: Query, type: Line = "", project: Project = "",
+                         limit: Annotated[int, Field(ge=1, le=100)] = 10) -> str:
+        return await memory.call(lambda s: recall(s, query, limit, project=project or default, memory_type=type))
+
+    @tool(description="Recent observations and the last session summary of a project. Call it at session start.")
+    async def mem_context(project: Project = "", limit: Annotated[int, Field(ge=1, le=200)] = 20) -> str:
+        return await memory.call(lambda s: memory_context(s, project or default, limit))
+
+    @tool(description="Save the session summary (goal, discoveries, accomplished, next steps). Call it "
+                      "before the session ends.")
+    async def mem_session_summary(content: Text, project: Project) -> str:
+        return await memory.call(lambda s: eng.save_handoff(s, content, project=project or default))
+
+    return server
+
+
+class _StrayOutput(io.TextIOBase):
+    """sys.stdout while serving: the transport writes to `.buffer` (the real stdout), stray prints go to stderr."""
+
+    def __init__(self, real: Any) -> None:
+        self.buffer = real.buffer
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def serve_stdio(vault: Path, settings: Settings, *, project: str = "", maintenance: bool = True) -> None:
+    """Serves MCP over stdin/stdout until the client closes the connection."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="engram serve: %(message)s")
+    for noisy in ("mcp", "httpx", "chromadb", "sentence_transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    memory = MemoryServer(vault, settings, project=project)
+    server = build_server(memory)
+    if maintenance:
+        memory.start_maintenance()
+    sys.stdout = _StrayOutput(sys.stdout)  # a library's print must never corrupt the protocol
+    log.info("serving %s over stdio%s", memory.vault, f" (project {project})" if project else "")
+    try:
+        server.run("stdio")
+    finally:
+        memory.close()

@@ -1,0 +1,196 @@
+"""The index of live memories: a Chroma collection (vectors) and an FTS5 table (BM25).
+
+Derived from the event fold and rebuildable from it: `sync_index` brings it in step with the
+live memories, re-embedding only texts the embedding cache has not seen.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.index import late_interaction
+from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
+from compiler.index.embedder import Embedder
+from compiler.index.keywords import TOKENIZER, match_expression
+from compiler.memory.model import Observation
+
+COLLECTION = "memories"
+
+
+def memory_text(obs: Observation) -> str:
+    """Returns what is embedded and keyword-indexed for a memory: its title gives the content context."""
+    title = obs.title.strip()
+    return obs.content if not title or obs.content.startswith(title) else f"{title}\n{obs.content}"
+
+
+_FAR = "\x1f"  # separates the near context (±1) from the far one (±2) in one string
+
+
+def conversation_neighbours(live: Mapping[str, Observation]) -> dict[str, tuple[list[str], list[str]]]:
+    """Returns, per memory, the ids written one place (near) and two places (far) before and
+    after it in one batch — its neighbours in a conversation."""
+    after: dict[str, str] = {}
+    for memory_id, obs in live.items():
+        if obs.follows in live:
+            after.setdefault(obs.follows, memory_id)
+    before = {i: o.follows for i, o in live.items() if o.follows in live}
+    neighbours = {}
+    for i in live:
+        near = [n for n in (before.get(i, ""), after.get(i, "")) if n]
+        far = [n for n in (before.get(before.get(i, ""), ""), after.get(after.get(i, ""), "")) if n]
+        if near:
+            neighbours[i] = (near, far)
+    return neighbours
+
+
+def conversation_context(live: Mapping[str, Observation]) -> dict[str, str]:
+    """Returns, per memory, the text of its conversational neighbours as "near␟far".
+
+    A turn of a conversation ("Yes, it was amazing!") often names its subject only in its
+    neighbours; indexing them (at lower BM25 weights) lets keyword search find it.
+    """
+    return {i: "\n".join(live[n].content for n in near) + _FAR + "\n".join(live[n].content for n in far)
+            for i, (near, far) in conversation_neighbours(live).items()}
+
+
+@dataclass(frozen=True)
+class MemoryKeywordHit:
+    id: str
+    bm25: float  # positive; larger is better
+
+
+TABLE = "memories_v4"  # a new name when the layout changes: the old table is simply ignored
+WEIGHTS = "0, 0, 0, 1.0, 1.0, 0.5, 0.4"  # id, project, text_sha (unindexed), title, content, near, far context
+
+
+class MemoryKeywordIndex:
+    """FTS5 over memory titles, contents and conversational context, plus the hash each row was built from."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path)
+        self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, project UNINDEXED, "
+                         f"text_sha UNINDEXED, title, content, context, context2, tokenize='{TOKENIZER}')")
+
+        # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid,
+        # so replacing one row is a key lookup, not a scan of every memory.
+        self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
+
+    def hashes(self) -> dict[str, str]:
+        return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
+
+    def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, ...]]) -> None:
+        """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content, context, context2) rows."""
+        rows = list(rows)
+        with self._db:
+            gone = [(i,) for i in deleted]
+            self._db.executemany(f"DELETE FROM {TABLE} WHERE rowid = (SELECT rowid FROM {TABLE}_rows WHERE id = ?)", gone)
+            self._db.executemany(f"DELETE FROM {TABLE}_rows WHERE id = ?", gone)
+            for row in rows:
+                cursor = self._db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha) VALUES (?, ?)", (row[0], row[2]))
+                self._db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context, "
+                                 "context2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *row))
+
+    def search(self, query: str, limit: int, project: str = "") -> list[MemoryKeywordHit]:
+        expression = match_expression(query)
+        if not expression:
+            return []
+        where, args = ("AND project = ?", [project]) if project else ("", [])
+        rows = self._db.execute(f"SELECT id, bm25({TABLE}, {WEIGHTS}) AS rank FROM {TABLE} "
+                                f"WHERE {TABLE} MATCH ? {where} ORDER BY rank, id LIMIT ?", [expression, *args, limit])
+        return [MemoryKeywordHit(i, -float(r)) for i, r in rows]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class MemoryIndex:
+    """Vectors and keywords of live memories, opened together."""
+
+    def __init__(self, cache_dir: Path, chroma_url: str = "") -> None:
+        from compiler.index.vectors import VectorStore, open_client
+
+        self.vectors = VectorStore(open_client(cache_dir, chroma_url), COLLECTION)
+        self.keywords = MemoryKeywordIndex(cache_dir / "memories.sqlite")
+        self.embeddings = EmbeddingCache(cache_dir / "embeddings.sqlite")
+        self.tokens = EmbeddingCache(cache_dir / "embeddings.sqlite", late_interaction.TABLE, np.int8)
+
+    def close(self) -> None:
+        self.keywords.close()
+        self.embeddings.close()
+        self.tokens.close()
+
+    def embed(self, texts: Sequence[str], embedder: Callable[[], Embedder], identity: str) -> tuple[np.ndarray, int]:
+        """Returns (vectors, how many were newly embedded), through the shared embedding cache.
+
+        Their token vectors (late interaction) are cached in the same forward pass, so recall
+        never waits for them.
+        """
+        fresh = late_interaction.cache_token_vectors(texts, self.tokens, self.embeddings, embedder, identity)
+        vectors, embedded = embed_with_cache(texts, embedder, identity, self.embeddings)
+        return vectors, fresh + embedded
+
+    def best_per_piece(self, query: np.ndarray, texts: Mapping[str, str], embedder: Callable[[], Embedder],
+                       identity: str) -> dict[str, np.ndarray]:
+        """See `late_interaction.best_per_piece`: per text, each query piece's best cosine."""
+        return late_interaction.best_per_piece(query, texts, self.tokens, self.embeddings, embedder, identity)
+
+    def put(self, memories: Sequence[Observation], vectors: np.ndarray, context: Mapping[str, str]) -> None:
+        """Indexes (or re-indexes) `memories` with their vectors and conversational context."""
+        if not memories:
+            return
+        ids = [m.id for m in memories]
+        self.keywords.replace(ids, [keyword_row(m, context.get(m.id, "")) for m in memories])
+        self.vectors.add(ids, vectors, [memory_text(m) for m in memories], [_metadata(m) for m in memories])
+
+    def put_keywords(self, memories: Sequence[Observation], context: Mapping[str, str]) -> None:
+        """Re-indexes only the keyword rows (the context changed, the vector did not)."""
+        self.keywords.replace([m.id for m in memories], [keyword_row(m, context.get(m.id, "")) for m in memories])
+
+    def drop(self, ids: Sequence[str]) -> None:
+        if ids:
+            self.keywords.replace(ids, [])
+            self.vectors.delete_ids(ids)
+
+    def nearest(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Returns up to `n` (id, cosine) of the closest live memories, best first."""
+        return [(h.id, h.cosine) for h in self.vectors.query(vector, n, where)]
+
+
+def keyword_row(obs: Observation, context: str) -> tuple[str, str, str, str, str, str, str]:
+    """Returns the FTS row of a memory. A title that merely repeats the content's start is not
+    indexed again, so it does not count twice."""
+    title = "" if obs.content.startswith(obs.title.rstrip("…")) else obs.title
+    near, _, far = context.partition(_FAR)
+    return (obs.id, obs.project, row_hash(obs, context), title, obs.content, near, far)
+
+
+def row_hash(obs: Observation, context: str) -> str:
+    return text_hash(f"{memory_text(obs)}\x00{context}")
+
+
+def _metadata(obs: Observation) -> dict[str, Any]:
+    return {"project": obs.project, "category": obs.category, "kind": obs.kind}
+
+
+def sync_index(index: MemoryIndex, live: Mapping[str, Observation], embedder: Callable[[], Embedder],
+               identity: str) -> int:
+    """Brings the index in step with the `live` memories; returns how many texts were embedded."""
+    indexed = index.keywords.hashes()
+    context = conversation_context(live)
+    stale = sorted(i for i, m in live.items() if indexed.get(i) != row_hash(m, context.get(i, "")))
+    gone = sorted(set(indexed) - set(live))
+    index.drop(gone)
+    if index.vectors.count() != len(indexed) - len(gone):  # vectors lost (crash, deleted folder): redo all
+        index.vectors.reset()
+        stale = sorted(live)
+    memories = [live[i] for i in stale]
+    vectors, embedded = index.embed([memory_text(m) for m in memories], embedder, identity)
+    index.put(memories, vectors, context)
+    return embedded

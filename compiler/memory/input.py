@@ -1,0 +1,87 @@
+"""Checking what callers (CLI, MCP, imports) hand us before it becomes an event.
+
+Rules (documented in the README): empty content, importance outside 0..1, an unknown
+category and content over MAX_CONTENT_BYTES are errors; titles and projects are normalised
+(control characters dropped, whitespace collapsed, length capped) and never used as paths.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compiler.core.errors import InputError
+from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES
+
+MAX_TITLE_CHARS = 120
+MAX_PROJECT_CHARS = 80
+DEFAULT_PROJECT = "default"
+
+
+@dataclass(frozen=True)
+class MemoryInput:
+    content: str
+    title: str = ""
+    project: str = ""
+    category: str = "fact"
+    importance: float = 0.5
+    type: str = "note"
+    kind: str = "memory"
+    topic_key: str = ""
+    scope: str = ""
+    session_id: str = ""
+    source_id: str = ""  # an external id (a transcript turn, an import row): kept as provenance
+    created_at: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def clean_line(text: Any, limit: int) -> str:
+    """Returns `text` as one printable line of at most `limit` characters."""
+    flat = "".join(" " if unicodedata.category(c).startswith(("C", "Z")) else c for c in str(text or ""))
+    flat = re.sub(r"\s+", " ", flat).strip()
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+
+
+def validate(item: MemoryInput) -> MemoryInput:
+    """Returns a normalised copy of `item`, or raises InputError."""
+    if not isinstance(item.content, str):
+        raise InputError(f"content must be text, got {type(item.content).__name__}")
+    content = item.content.replace("\x00", "").replace("\r\n", "\n").strip()
+    if not content:
+        raise InputError("content is empty")
+    size = len(content.encode("utf-8"))
+    if size > MAX_CONTENT_BYTES:
+        raise InputError(f"content is {size / 1024:.0f} KB, over the {MAX_CONTENT_BYTES // 1024} KB limit "
+                               "for one memory: store a summary and keep the document as a note")
+    try:
+        importance = float(item.importance)
+    except (TypeError, ValueError):
+        raise InputError(f"importance must be a number from 0 to 1, got {item.importance!r}") from None
+    if not 0.0 <= importance <= 1.0:
+        raise InputError(f"importance must be from 0 to 1, got {importance}")
+    category = str(item.category or "fact").strip().lower()
+    if category not in CATEGORIES:
+        raise InputError(f"unknown category {item.category!r}: use one of {', '.join(CATEGORIES)}")
+    if item.kind not in KINDS:
+        raise InputError(f"unknown kind {item.kind!r}")
+    title = clean_line(item.title, MAX_TITLE_CHARS) or clean_line(content.splitlines()[0], MAX_TITLE_CHARS)
+    project = clean_line(item.project, MAX_PROJECT_CHARS) or DEFAULT_PROJECT
+    return replace(item, content=content, title=title, project=project, category=category, importance=importance,
+                   type=clean_line(item.type, 40) or "note", topic_key=clean_line(item.topic_key, 200),
+                   scope=clean_line(item.scope, 40), session_id=clean_line(item.session_id, 120),
+                   source_id=clean_line(item.source_id, 200))
+
+
+def event_data(item: MemoryInput) -> dict[str, Any]:
+    """Returns the `data` of a save event for a validated input."""
+    data: dict[str, Any] = {"content": item.content, "title": item.title, "project": item.project,
+                            "category": item.category, "importance": item.importance, "type": item.type,
+                            "kind": item.kind}
+    optional = {"topic_key": item.topic_key, "scope": item.scope, "session_id": item.session_id,
+                "created_at": item.created_at, "fields": item.fields}
+    data.update({k: v for k, v in optional.items() if v})
+    if item.source_id:
+        data["sources"] = [item.source_id]
+    return data

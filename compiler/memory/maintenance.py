@@ -1,0 +1,113 @@
+"""Maintenance: consolidate near-duplicate memories and archive the ones that faded.
+
+Consolidation clusters live memories of the same project, category and kind whose cosine is at
+least `consolidate_min` (neighbours found through the vector index, never all pairs) and folds
+each cluster into its most important member: a `consolidate` event on the keeper (it gains the
+others' sources) and one on each absorbed memory (it points at the keeper, stays restorable).
+Progress records and handoffs are never consolidated. Pruning is not an event: a memory whose
+strength fell below 0.05 without a strong neighbour is archived by the fold itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from compiler.core.clock import format_time, parse_time
+from compiler.core.files import atomic_write
+from compiler.core.lock import writer_lock
+from compiler.events.journal import MemoryEvent, new_id
+from compiler.memory.model import Observation, archived, fold
+from compiler.memory.service import MemoryService
+
+MAINTENANCE_FILE = "maintenance.json"  # in .engram/cache: when maintenance last ran, over which events
+CONSOLIDATED_KINDS = ("memory", "failure")
+NEIGHBOURS = 10
+
+
+def run_maintenance(service: MemoryService) -> dict[str, Any]:
+    """Consolidates and prunes; returns {"consolidated": n, "clusters": n, "archived": n, "at": time}."""
+    with writer_lock(service.engram):
+        service.sync_index()
+        state = service.state()
+        live = {i: o for i, o in state.items() if o.live}
+        clusters = _clusters(service, live)
+        at = format_time(service.now())
+        events = [event for cluster in clusters for event in _consolidation_events(cluster, live, at, service)]
+        service.write_events(events)
+        events = service.events()[0]
+        pruned = archived(fold(events), service.now())
+        marker = {"at": at, "events": events_digest(events)}
+        atomic_write(service.engram / "cache" / MAINTENANCE_FILE, json.dumps(marker).encode())
+    return {"clusters": len(clusters), "consolidated": sum(len(c) - 1 for c in clusters),
+            "archived": len(pruned), "at": at}
+
+
+def events_digest(events: list[MemoryEvent]) -> str:
+    """Returns a short hash of the set of event ids: changes whenever any event is added."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(e.id for e in events)).encode()).hexdigest()[:16]
+
+
+def last_maintenance(engram_dir: Path) -> dict[str, str]:
+    """Returns {"at", "events"} of the last maintenance, or {} when it never ran."""
+    try:
+        data = json.loads((engram_dir / "cache" / MAINTENANCE_FILE).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def maintenance_due(service: MemoryService, events: list[MemoryEvent]) -> bool:
+    """True when events arrived since the last maintenance, or `maintenance_hours` have passed."""
+    last = last_maintenance(service.engram)
+    if not last.get("at") or last.get("events") != events_digest(events):
+        return True
+    return (service.now() - parse_time(last["at"])).total_seconds() >= service.settings.maintenance_hours * 3600
+
+
+def _clusters(service: MemoryService, live: Mapping[str, Observation]) -> list[list[str]]:
+    """Returns groups (2+ ids) of mutually reachable memories at ≥ consolidate_min, via the index."""
+    candidates = sorted(i for i, o in live.items() if o.kind in CONSOLIDATED_KINDS)
+    parent = {i: i for i in candidates}
+
+    def root(i: str) -> str:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    vectors = service.index().vectors
+    stored = vectors.vectors(candidates)
+    ids = [i for i in candidates if i in stored]
+    if not ids:
+        return []
+    import numpy as np
+
+    for memory_id, hits in zip(ids, vectors.query_many(np.vstack([stored[i] for i in ids]), NEIGHBOURS)):
+        me = live[memory_id]
+        for other, cosine in hits:
+            them = live.get(other)
+            if other != memory_id and them and other in parent and cosine >= service.settings.consolidate_min \
+                    and (them.project, them.category, them.kind) == (me.project, me.category, me.kind):
+                parent[root(other)] = root(memory_id)
+    groups: dict[str, list[str]] = {}
+    for memory_id in ids:
+        groups.setdefault(root(memory_id), []).append(memory_id)
+    return [sorted(g) for g in groups.values() if len(g) > 1]
+
+
+def _consolidation_events(cluster: list[str], live: Mapping[str, Observation], at: str,
+                          service: MemoryService) -> list[MemoryEvent]:
+    # The keeper must not depend on the machine's clock: two machines that consolidate the same
+    # cluster pick the same keeper, and since every absorbed memory points at a strictly greater
+    # one in this total order, absorptions from different machines can never form a cycle.
+    keeper = max(cluster, key=lambda i: (live[i].importance, -parse_time(live[i].created_at).timestamp(), i))
+    absorbed = [i for i in cluster if i != keeper]
+    sources = [s for i in absorbed for s in live[i].sources]
+    events = [MemoryEvent(new_id("ev-"), "consolidate", keeper, at, {"sources": sources, "absorbed": absorbed})]
+    events += [MemoryEvent(new_id("ev-"), "consolidate", i, at, {"into": keeper}) for i in absorbed]
+    return events

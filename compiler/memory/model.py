@@ -1,0 +1,210 @@
+"""The memory model: fold events into observations, and how strong each one is at a moment.
+
+Decay (Ebbinghaus): rate = base × (1 − 0.8 × importance) per day;
+strength = min(1, importance × e^(−rate × days) × (1 + 0.2 × recall_count)), with `days`
+counted from the last reinforcement (save, update, merge, replace, reinforce, recall, restore).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from compiler.core.clock import parse_time
+from compiler.events.journal import MemoryEvent
+
+BASE_RATES = {"strategy": 0.10, "fact": 0.16, "assumption": 0.20, "failure": 0.35}  # per day
+PRUNE_BELOW = 0.05
+STRONG_NEIGHBOUR = 0.30  # chain protection: a weak memory linked to one this strong is kept
+
+
+def decay_rate(category: str, importance: float) -> float:
+    """Returns the daily decay rate of a category at an importance."""
+    return BASE_RATES[category] * (1.0 - 0.8 * importance)
+
+
+def half_life_days(category: str, importance: float) -> float:
+    """Returns the days until strength halves with no recall: ln 2 / rate."""
+    return math.log(2) / decay_rate(category, importance)
+
+
+@dataclass(frozen=True)
+class Version:
+    """A past state of a memory, kept on its page: nothing is destroyed."""
+
+    at: str
+    op: str
+    content: str
+    source: str = ""  # the sync_id or source id that caused the change
+
+
+@dataclass(frozen=True)
+class Observation:
+    id: str  # sync_id
+    project: str
+    title: str
+    content: str
+    type: str = "note"  # free text, as the engram CLI
+    category: str = "fact"
+    kind: str = "memory"
+    importance: float = 0.5
+    created_at: str = ""
+    updated_at: str = ""
+    reinforced_at: str = ""  # last save/update/merge/replace/reinforce/recall/restore
+    recall_count: int = 0
+    last_recalled_at: str = ""
+    topic_key: str = ""
+    scope: str = ""
+    session_id: str = ""
+    sources: tuple[str, ...] = ()  # every sync_id / external source id folded into this memory
+    links: tuple[tuple[str, float], ...] = ()  # association edges (other id, weight)
+    follows: str = ""  # the memory written just before it in the same batch: its conversational context
+    fields: dict[str, Any] = field(default_factory=dict)  # structured: failure, progress, handoff
+    history: tuple[Version, ...] = ()
+    deleted_at: str = ""
+    absorbed_into: str = ""  # consolidated into another memory
+
+    @property
+    def live(self) -> bool:
+        return not self.deleted_at and not self.absorbed_into
+
+    def strength(self, now: datetime) -> float:
+        """Returns the memory's strength (0..1) at `now`."""
+        days = max(0.0, (now - parse_time(self.reinforced_at or self.created_at)).total_seconds() / 86400)
+        value = self.importance * math.exp(-decay_rate(self.category, self.importance) * days)
+        return min(1.0, value * (1.0 + 0.2 * self.recall_count))
+
+
+def fold(events: Iterable[MemoryEvent]) -> dict[str, Observation]:
+    """Returns every memory ever saved, by id, after applying `events` in (time, sequence, id) order.
+
+    Sorting makes the result independent of the order the events arrive in (journal, chunks
+    from other machines); duplicate event ids are applied once.
+    """
+    return dict(IncrementalFold().update(events))
+
+
+class IncrementalFold:
+    """A fold that applies only events it has not seen, as long as they come after the last one.
+
+    A long-lived service re-reads the journal on every call; most calls add a few events at
+    the end, which this applies in microseconds. An event that sorts before what was already
+    applied (a chunk from another machine) triggers a full refold, so the result is always
+    exactly `fold(all events)`.
+    """
+
+    def __init__(self) -> None:
+        self.state: dict[str, Observation] = {}
+        self._applied: set[str] = set()
+        self._last: tuple[str, int, str] | None = None
+
+    def update(self, events: Iterable[MemoryEvent]) -> dict[str, Observation]:
+        """Returns the state after all `events` (the same dict object, updated in place)."""
+        events = list(events)
+        fresh = sorted({e.id: e for e in events if e.id not in self._applied}.values(), key=MemoryEvent.order)
+        if fresh and self._last is not None and fresh[0].order() < self._last:
+            self.__init__()  # type: ignore[misc]
+            return self.update(events)
+        for event in fresh:
+            changed = apply_event(self.state.get(event.memory), event)
+            if changed is not None:
+                self.state[event.memory] = changed
+            self._applied.add(event.id)
+        if fresh:
+            self._last = fresh[-1].order()
+        return self.state
+
+
+def apply_event(current: Observation | None, event: MemoryEvent) -> Observation | None:
+    """Returns the memory after `event`; None when the event changes nothing (a repeated save,
+    or a change to a memory never saved)."""
+    if event.op == "save":
+        return None if current is not None else _saved(event)
+    return _APPLY[event.op](current, event) if current is not None else None
+
+
+def _saved(event: MemoryEvent) -> Observation:
+    data = event.data
+    return Observation(
+        id=event.memory, project=str(data.get("project", "")), title=str(data.get("title", "")),
+        content=str(data.get("content", "")), type=str(data.get("type", "note")),
+        category=str(data.get("category", "fact")), kind=str(data.get("kind", "memory")),
+        importance=float(data.get("importance", 0.5)), created_at=str(data.get("created_at") or event.at),
+        # An imported memory decays from when it was created, not from when it arrived.
+        updated_at=event.at, reinforced_at=str(data.get("created_at") or event.at),
+        topic_key=str(data.get("topic_key", "")),
+        scope=str(data.get("scope", "")), session_id=str(data.get("session_id", "")),
+        sources=_merge_sources((event.memory,), data.get("sources", ())),
+        links=tuple((str(o), float(w)) for o, w in data.get("links", ())), fields=dict(data.get("fields", {})),
+        follows=str(data.get("follows", "")))
+
+
+def _merge_sources(current: Iterable[str], more: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*current, *(str(s) for s in more)]))
+
+
+def _reinforce(obs: Observation, event: MemoryEvent) -> Observation:
+    return replace(obs, recall_count=obs.recall_count + 1, reinforced_at=event.at,
+                   sources=_merge_sources(obs.sources, event.data.get("sources", ())))
+
+
+def _rewrite(obs: Observation, event: MemoryEvent) -> Observation:
+    """merge, replace and update: new content, the old one kept as history."""
+    data = event.data
+    old = Version(obs.updated_at, event.op, obs.content, str(data.get("source", "")))
+    return replace(obs, content=str(data.get("content", obs.content)), title=str(data.get("title") or obs.title),
+                   importance=float(data.get("importance", obs.importance)), updated_at=event.at,
+                   reinforced_at=event.at, history=(*obs.history, old),
+                   fields={**obs.fields, **data.get("fields", {})},
+                   sources=_merge_sources(obs.sources, data.get("sources", ())))
+
+
+def _recall(obs: Observation, event: MemoryEvent) -> Observation:
+    return replace(obs, recall_count=obs.recall_count + 1, last_recalled_at=event.at, reinforced_at=event.at)
+
+
+def _delete(obs: Observation, event: MemoryEvent) -> Observation:
+    return replace(obs, deleted_at=event.at)
+
+
+def _restore(obs: Observation, event: MemoryEvent) -> Observation:
+    # Restoring counts as a reinforcement: the decay clock restarts, so it is not pruned again at once.
+    return replace(obs, deleted_at="", absorbed_into="", reinforced_at=event.at)
+
+
+def _consolidate(obs: Observation, event: MemoryEvent) -> Observation:
+    """On the keeper: gains the absorbed memories' sources. On an absorbed one: points at the keeper."""
+    keeper = event.data.get("into")
+    if keeper and keeper != obs.id:
+        return replace(obs, absorbed_into=str(keeper))
+    return replace(obs, sources=_merge_sources(obs.sources, event.data.get("sources", ())), reinforced_at=event.at)
+
+
+_APPLY = {"reinforce": _reinforce, "merge": _rewrite, "replace": _rewrite, "update": _rewrite, "recall": _recall,
+          "delete": _delete, "restore": _restore, "consolidate": _consolidate}
+
+
+def association_graph(memories: Mapping[str, Observation]) -> dict[str, dict[str, float]]:
+    """Returns association links in both directions among `memories`: {id: {other: weight}}."""
+    graph: dict[str, dict[str, float]] = {}
+    for memory_id, obs in memories.items():
+        for other, weight in obs.links:
+            if other in memories and other != memory_id:
+                for a, b in ((memory_id, other), (other, memory_id)):
+                    graph.setdefault(a, {})[b] = max(graph.get(a, {}).get(b, 0.0), weight)
+    return graph
+
+
+def archived(observations: dict[str, Observation], now: datetime) -> set[str]:
+    """Returns the ids of live memories pruned at `now`: weaker than 0.05 and not protected.
+
+    Protected: linked to a live memory at least STRONG_NEIGHBOUR strong (chain protection),
+    or a live progress record / handoff (engineering state does not fade while it is current).
+    """
+    strength = {i: o.strength(now) for i, o in observations.items() if o.live}
+    weak = {i for i, s in strength.items() if s < PRUNE_BELOW and observations[i].kind in ("memory", "failure")}
+    neighbours = association_graph(observations)
+    return {i for i in weak if not any(strength.get(n, 0.0) >= STRONG_NEIGHBOUR for n in neighbours.get(i, {}))}

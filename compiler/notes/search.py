@@ -1,0 +1,156 @@
+"""Search over a compiled vault: keyword (BM25), vector, and hybrid, one hit per note.
+
+Every function returns plain dicts with the same keys (qmd's): docid, score (0..1), file,
+line, title, snippet. `keyword_search` touches only SQLite: no torch, no Chroma.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.core.errors import NotFoundError
+from compiler.index.embedder import embed_query
+from compiler.index.keywords import KeywordIndex, NoteRow
+
+BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6
+STRONG_HITS = 3  # graph bonus goes to neighbours of this many best hits
+POOL = 5  # sections fetched per wanted hit, before grouping by note and filtering
+
+
+@dataclass(frozen=True)
+class Filters:
+    path: str = ""  # glob or folder prefix, vault-relative
+    tag: str = ""  # a tag; also matches nested tags below it
+    min_score: float = 0.0
+
+    def accepts(self, note: NoteRow) -> bool:
+        if self.path and not _path_matches(note.path, self.path):
+            return False
+        wanted = self.tag.lower().lstrip("#")
+        return not wanted or any(t == wanted or t.startswith(wanted + "/") for t in note.tags.split())
+
+
+def _path_matches(path: str, pattern: str) -> bool:
+    prefix = pattern.strip("/")
+    return fnmatch.fnmatchcase(path, pattern) or path.startswith(prefix + "/") or path == prefix
+
+
+def open_keyword_index(vault: Path) -> KeywordIndex:
+    path = vault / ".engram" / "cache" / "fts.sqlite"
+    if not path.is_file():
+        raise NotFoundError(f"{vault}: not compiled yet (run `engram compile {vault}`)")
+    return KeywordIndex(path, readonly=True)
+
+
+def bm25_score(raw: float) -> float:
+    """Maps a raw BM25 value (0..∞) to 0..1, the same way for every query: x / (1 + x)."""
+    return raw / (1.0 + raw) if raw > 0 else 0.0
+
+
+def keyword_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters()) -> list[dict[str, Any]]:
+    """Returns up to `n` notes ranked by BM25, best first."""
+    index = open_keyword_index(vault)
+    try:
+        hits = index.search(query, limit=max(n, 1) * POOL * 4)
+        rows = index.notes(h.path for h in hits)
+    finally:
+        index.close()
+    best: dict[str, dict[str, Any]] = {}
+    for hit in hits:
+        row = rows.get(hit.path)
+        if row and filters.accepts(row) and hit.path not in best:
+            best[hit.path] = _hit(row, hit.line, bm25_score(hit.bm25), hit.snippet)
+    return _finish(list(best.values()), n, filters)
+
+
+def vector_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters(), *,
+                  embedder: Any, chroma_url: str = "") -> list[dict[str, Any]]:
+    """Returns up to `n` notes ranked by the cosine of their best section, best first."""
+    from compiler.index.vectors import VectorStore, open_client
+
+    store = VectorStore(open_client(vault / ".engram" / "cache", chroma_url))
+    query_vector = embed_query(embedder, query)
+    hits = store.query(query_vector, max(n, 1) * POOL * 4)
+    index = open_keyword_index(vault)
+    try:
+        rows = index.notes(h.metadata.get("path", "") for h in hits)
+    finally:
+        index.close()
+    best: dict[str, dict[str, Any]] = {}
+    for hit in hits:
+        row = rows.get(hit.metadata.get("path", ""))
+        if row and filters.accepts(row) and row.path not in best:
+            best[row.path] = _hit(row, int(hit.metadata.get("line", 1)), max(0.0, hit.cosine), _excerpt(hit.document))
+    return _finish(list(best.values()), n, filters)
+
+
+def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters(), *, embedder: Any,
+                  chroma_url: str = "", graph_bonus: float = 0.1) -> list[dict[str, Any]]:
+    """Returns up to `n` notes by 0.4 × BM25 + 0.6 × cosine, plus a bonus for graph neighbours of strong hits.
+
+    BM25-only candidates are scored with their real cosine (read from the vector store), so a
+    keyword hit is never penalised for missing the vector pool.
+    """
+    from compiler.index.vectors import VectorStore, open_client
+    from compiler.notes.graph import load_graph
+
+    pool = max(n, 1) * POOL * 4
+    store = VectorStore(open_client(vault / ".engram" / "cache", chroma_url))
+    query_vector = embed_query(embedder, query)
+    vector_hits = {h.id: h for h in store.query(query_vector, pool)}
+    index = open_keyword_index(vault)
+    try:
+        keyword_hits = {f"{h.path}#{h.ordinal}": h for h in index.search(query, pool)}
+        missing = [i for i in keyword_hits if i not in vector_hits]
+        cosines = {i: h.cosine for i, h in vector_hits.items()}
+        cosines.update({i: float(v @ query_vector) for i, v in store.vectors(missing).items()})
+        rows = index.notes(i.rsplit("#", 1)[0] for i in set(vector_hits) | set(keyword_hits))
+    finally:
+        index.close()
+    best: dict[str, dict[str, Any]] = {}
+    for section_id in sorted(set(vector_hits) | set(keyword_hits)):
+        row = rows.get(section_id.rsplit("#", 1)[0])
+        if not row or not filters.accepts(row):
+            continue
+        keyword, vector = keyword_hits.get(section_id), vector_hits.get(section_id)
+        score = BM25_WEIGHT * bm25_score(keyword.bm25 if keyword else 0.0) + VECTOR_WEIGHT * max(0.0, cosines.get(section_id, 0.0))
+        if row.path not in best or score > best[row.path]["score"]:
+            line = keyword.line if keyword else int(vector.metadata.get("line", 1))  # type: ignore[union-attr]
+            snippet = keyword.snippet if keyword else _excerpt(vector.document)  # type: ignore[union-attr]
+            best[row.path] = _hit(row, line, score, snippet)
+    hits = sorted(best.values(), key=lambda h: (-h["score"], h["file"]))
+    _add_graph_bonus(hits, load_graph(vault / ".engram" / "cache" / "graph.json"), graph_bonus)
+    return _finish(hits, n, filters)
+
+
+def _add_graph_bonus(hits: list[dict[str, Any]], graph: Any, bonus: float) -> None:
+    """Raises hits linked to (or semantically related to) one of the strongest hits."""
+    strong = [h["file"] for h in hits[:STRONG_HITS]]
+    for hit in hits[STRONG_HITS:]:
+        weights = [data.get("weight", 1.0) for s in strong for a, b in ((s, hit["file"]), (hit["file"], s))
+                   if graph.has_node(a) and graph.has_edge(a, b) for data in graph.get_edge_data(a, b).values()
+                   if data.get("kind") != "tag"]
+        if weights:
+            hit["score"] = min(1.0, hit["score"] + bonus * max(weights))
+
+
+def _hit(row: NoteRow, line: int, score: float, snippet: str) -> dict[str, Any]:
+    return {"docid": "#" + row.sha256[:6], "score": score, "file": row.path, "line": line, "title": row.title,
+            "snippet": snippet}
+
+
+def _finish(hits: list[dict[str, Any]], n: int, filters: Filters) -> list[dict[str, Any]]:
+    for hit in hits:
+        hit["score"] = round(hit["score"], 4)
+    hits = [h for h in hits if h["score"] >= filters.min_score]
+    return sorted(hits, key=lambda h: (-h["score"], h["file"]))[:n]
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    flat = re.sub(r"\s+", " ", text).strip()
+    return flat if len(flat) <= limit else flat[:limit].rsplit(" ", 1)[0] + "…"
+

@@ -1,0 +1,72 @@
+"""Memory events → a chunk: what an exported chunk holds (README "Chunk format").
+
+A chunk carries the journal events no chunk holds yet, exactly, under the top-level key
+`engram_vault`; `observations` holds one engram observation record per memory those events
+touch, in its latest state (what the engram CLI imports); `sessions` holds a record for every
+session those observations name (`engram-vault-<project>` for memories without one).
+compiler.events.replay reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from compiler.core.clock import engram_time
+from compiler.events.chunks import encode_chunk
+from compiler.events.journal import MemoryEvent
+from compiler.events.replay import VAULT_DIRECTORY
+from compiler.memory.model import Observation
+
+
+def build_chunk(events: Sequence[MemoryEvent], state: Mapping[str, Observation],
+                all_events: Iterable[MemoryEvent] = ()) -> tuple[bytes, dict[str, int]]:
+    """Returns (uncompressed chunk JSON, counts) carrying `events` and the memories they touch.
+
+    `state` is the fold of every known event (latest state of each memory); `all_events`
+    gives the reinforcement counts shown as engram's duplicate_count.
+    """
+    ordered = sorted({e.id: e for e in events}.values(), key=MemoryEvent.order)
+    touched = sorted((state[i] for i in {e.memory for e in ordered} if i in state),
+                     key=lambda o: (engram_time(o.created_at), o.id))
+    duplicates: dict[str, int] = {}
+    for event in all_events:
+        if event.op == "reinforce":
+            duplicates[event.memory] = duplicates.get(event.memory, 0) + 1
+    observations = [observation_record(o, n, duplicates.get(o.id, 0)) for n, o in enumerate(touched, start=1)]
+    sessions = session_records(observations)
+    data = encode_chunk(sessions, observations, [e.to_dict() for e in ordered])
+    return data, {"events": len(ordered), "memories": len(observations), "sessions": len(sessions)}
+
+
+def session_id_for(obs: Observation) -> str:
+    return obs.session_id or f"{VAULT_DIRECTORY}-{obs.project}"
+
+
+def observation_record(obs: Observation, position: int, duplicates: int = 0) -> dict[str, Any]:
+    """Returns the engram observation record of a memory, keys in the Go struct's order."""
+    record: dict[str, Any] = {"id": position, "sync_id": obs.id, "session_id": session_id_for(obs),
+                              "type": obs.type or "manual", "title": obs.title, "content": obs.content,
+                              "project": obs.project, "scope": obs.scope or "project"}
+    if obs.topic_key:
+        record["topic_key"] = obs.topic_key
+    record["revision_count"] = 1 + len(obs.history)
+    record["duplicate_count"] = 1 + duplicates
+    if obs.recall_count:
+        record["last_seen_at"] = engram_time(obs.reinforced_at)
+    record["created_at"] = engram_time(obs.created_at)
+    record["updated_at"] = engram_time(obs.updated_at or obs.created_at)
+    if obs.deleted_at:
+        record["deleted_at"] = engram_time(obs.deleted_at)
+    return record
+
+
+def session_records(observations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Returns one session record per session the observations name (started at its first memory)."""
+    sessions: dict[str, dict[str, Any]] = {}
+    for record in observations:
+        found = sessions.setdefault(record["session_id"], {
+            "id": record["session_id"], "project": record["project"], "directory": VAULT_DIRECTORY,
+            "started_at": record["created_at"]})
+        found["started_at"] = min(found["started_at"], record["created_at"])
+    return [sessions[key] for key in sorted(sessions)]

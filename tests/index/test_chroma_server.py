@@ -1,0 +1,120 @@
+"""A team server: compile, search and memories against a real `chroma run` on 127.0.0.1.
+
+The same vault compiled into the embedded store and then into the server must answer hybrid
+and vector queries with the same files in the same order. The server starts on a free port
+from the test itself and is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compiler.commands.compile import compile_vault
+from compiler.core.settings import load_settings
+from compiler.index.embedder import load_embedder
+from compiler.memory.input import MemoryInput
+from compiler.memory.recall import recall
+from compiler.memory.service import MemoryService
+from compiler.notes.search import Filters, hybrid_search, vector_search
+from tests.conftest import EXAMPLE_VAULT
+
+pytestmark = pytest.mark.integration
+CHROMA = Path(sys.executable).parent / "chroma"
+QUERIES = ["how do we roll back a deploy?", "webhook retries after the outage", "postgres autovacuum tuning",
+           "objetivos del trimestre", "feature flags"]
+NOW = "2026-11-30 12:00:00"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory) -> Iterator[str]:
+    if not CHROMA.is_file():
+        pytest.skip("the chroma CLI is not installed")
+    port = free_port()
+    folder = tmp_path_factory.mktemp("chroma-server")
+    log = (folder / "server.log").open("w")
+    server = subprocess.Popen([str(CHROMA), "run", "--path", str(folder / "data"), "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).read()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"chroma run did not start: {(folder / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory) -> Path:
+    vault = tmp_path_factory.mktemp("team") / "vault"
+    shutil.copytree(EXAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".engram", "_engram"))
+    return vault
+
+
+def test_compile_and_query_on_a_chroma_server_match_the_embedded_store(vault, chroma_url):
+    embedder = load_embedder(load_settings(vault).model)
+    local = load_settings(vault)
+    compile_vault(vault, local, embedder=embedder)
+    embedded = {q: hybrid_search(vault, q, 8, Filters(), embedder=embedder) for q in QUERIES}
+    by_vector = {q: vector_search(vault, q, 8, Filters(), embedder=embedder) for q in QUERIES}
+    pages = {p: p.read_bytes() for p in sorted((vault / "_engram").rglob("*.md"))}
+
+    team = load_settings(vault, chroma_url=f"{chroma_url}/team-notes")
+    report = compile_vault(vault, team, embedder=embedder)  # nothing changed locally: the server still fills
+    assert report.embedded == 0
+    served = {q: hybrid_search(vault, q, 8, Filters(), embedder=embedder, chroma_url=team.chroma_url)
+              for q in QUERIES}
+    for query in QUERIES:
+        assert [h["file"] for h in served[query]] == [h["file"] for h in embedded[query]], query
+        assert [h["score"] for h in served[query]] == pytest.approx([h["score"] for h in embedded[query]], abs=1e-3)
+        vectors = vector_search(vault, query, 8, Filters(), embedder=embedder, chroma_url=team.chroma_url)
+        assert [h["file"] for h in vectors] == [h["file"] for h in by_vector[query]], query
+    assert {p: p.read_bytes() for p in sorted((vault / "_engram").rglob("*.md"))} == pages
+
+
+def test_memories_on_a_chroma_server(vault, chroma_url, make_vault):
+    team = load_settings(vault, chroma_url=f"{chroma_url}/team-notes", now=NOW)
+    embedder = load_embedder(team.model)
+    with MemoryService(vault, team, embedder=embedder) as service:
+        saved = service.add(MemoryInput(content="The payments API rate limit is 100 requests per second",
+                                        project="payments"))
+        hits = recall(service, "how many requests per second can payments take?", 3, project="payments")
+    assert hits[0]["id"] == saved["id"]
+
+    # A second vault on the same server gets its own collections: neither clobbers the other.
+    other = make_vault({".obsidian/app.json": "{}", "Only.md": "# Only\n\nA lone note about kayaks.\n"})
+    compile_vault(other, load_settings(other, chroma_url=f"{chroma_url}/other-vault"), embedder=embedder)
+    hits = hybrid_search(vault, "webhook retries", 3, Filters(), embedder=embedder, chroma_url=team.chroma_url)
+    assert hits and all(h["file"] != "Only.md" for h in hits)
+
+    import chromadb
+
+    names = {c.name for c in chromadb.HttpClient(host="127.0.0.1", port=int(chroma_url.rsplit(":", 1)[1]))
+             .list_collections()}
+    assert {"team-notes-sections", "team-notes-memories", "other-vault-sections"} <= names

@@ -1,0 +1,140 @@
+"""Late interaction (compiler.index.late_interaction): word-piece matching, its cache, and recall with it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.core.settings import BUNDLED_MODEL, Settings
+from compiler.index import late_interaction
+from compiler.index.cache import EmbeddingCache, text_hash
+from compiler.index.embedder import load_embedder
+from compiler.memory.input import MemoryInput
+from compiler.memory.recall import recall
+from compiler.memory.service import MemoryService
+from tests.conftest import FakeEmbedder
+
+
+class FakeTokenEmbedder(FakeEmbedder):
+    """Each word is its own one-hot piece (punctuation kept as pieces, as a tokenizer would)."""
+
+    identity = "fake-tokens-64"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token_calls = 0
+
+    def embed_tokens(self, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray, np.ndarray]]:
+        self.token_calls += 1
+        result = []
+        for text, sentence in zip(texts, self.embed(texts)):
+            pieces = re.findall(r"\w+|[^\w\s]", text.lower())
+            vectors = np.zeros((len(pieces), self.dimension), dtype=np.float32)
+            for row, piece in zip(vectors, pieces):
+                row[int(hashlib.md5(piece.encode()).hexdigest(), 16) % self.dimension] = 1.0
+            result.append((pieces, vectors, sentence))
+        return result
+
+
+def test_word_vectors_drop_punctuation_and_stopwords() -> None:
+    pieces = ["what", "did", "caroline", "paint", "##ed", "?"]
+    vectors = np.arange(len(pieces) * 2, dtype=np.float32).reshape(-1, 2)
+    assert late_interaction.word_vectors(pieces, vectors).tolist() == vectors[2:5].tolist()
+    only_stopwords = late_interaction.word_vectors(["it", "is", "!"], vectors[:3])
+    assert only_stopwords.tolist() == vectors[:2].tolist()  # its words rather than nothing
+    assert len(late_interaction.word_vectors(["?", "!"], vectors[:2])) == 0
+
+
+def test_match_takes_each_piece_best_with_neighbours_discounted() -> None:
+    own = np.array([0.9, 0.1, 0.2], dtype=np.float32)
+    near = np.array([0.1, 1.0, 0.1], dtype=np.float32)
+    far = np.array([0.1, 0.1, 1.0], dtype=np.float32)
+    assert late_interaction.match(own) == pytest.approx((0.9 + 0.1 + 0.2) / 3)
+    expected = (0.9 + late_interaction.NEAR * 1.0 + late_interaction.FAR * 1.0) / 3
+    assert late_interaction.match(own, [near], [far]) == pytest.approx(expected)
+    # A neighbour never lowers a piece the memory itself matches better.
+    assert late_interaction.match(own, [np.zeros(3, dtype=np.float32)]) == pytest.approx(late_interaction.match(own))
+
+
+def test_best_per_piece_caches_token_vectors_once(tmp_path: Path) -> None:
+    embedder = FakeTokenEmbedder()
+    tokens = EmbeddingCache(tmp_path / "e.sqlite", late_interaction.TABLE, np.int8)
+    vectors = EmbeddingCache(tmp_path / "e.sqlite")
+    _, query = late_interaction.embed_query(embedder, "sunset painting")
+    texts = {"a": "We painted a sunset.", "b": "A painting of a horse!", "c": "...", "d": "We painted a sunset."}
+
+    best = late_interaction.best_per_piece(query, texts, tokens, vectors, lambda: embedder, embedder.identity)
+
+    assert best["a"].tolist() == [1.0, 0.0]  # "sunset" found, "painting" is not "painted" to a hash
+    assert best["b"].tolist() == [0.0, 1.0]
+    assert best["c"].tolist() == [0.0, 0.0]  # no word pieces at all: zeros, not an error
+    assert best["d"].tolist() == best["a"].tolist()
+    calls = embedder.token_calls
+    # The same texts again: read from the cache (int8), the model is not asked.
+    again = late_interaction.best_per_piece(query, texts, tokens, vectors, lambda: embedder, embedder.identity)
+    assert embedder.token_calls == calls
+    assert {k: v.tolist() for k, v in again.items()} == {k: v.tolist() for k, v in best.items()}
+    # The sentence vectors came from the same pass: they are cached for the vector index too.
+    assert len(vectors.known(embedder.identity, [text_hash(t) for t in texts.values()])) == 3
+
+
+def test_recall_uses_the_neighbours_words(tmp_path: Path) -> None:
+    """A reply that names its subject only in the turn before it is found by that subject."""
+    vault = tmp_path / "vault"
+    (vault / ".engram").mkdir(parents=True)
+    embedder = FakeTokenEmbedder()
+    turns = ["Did you finish the pottery class?", "Yes! It was wonderful.",
+             "The weather is nice today.", "We went to the beach with the kids.",
+             "Work has been busy lately.", "I started reading a new novel."]
+    with MemoryService(vault, Settings(), embedder=embedder) as service:
+        service.add_many([MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
+        hits = recall(service, "How was the pottery class?", n=4, reinforce=False)
+    # Own words (1.0), then the reply whose previous turn has them (NEAR), then the turn two after (FAR).
+    assert [h["content"] for h in hits][:3] == turns[:3]
+    assert [h["match"] for h in hits][:3] == pytest.approx([1.0, late_interaction.NEAR, late_interaction.FAR], abs=1e-3)
+
+
+@pytest.mark.integration
+def test_real_model_token_vectors_agree_with_sentence_vectors() -> None:
+    embedder = load_embedder(BUNDLED_MODEL)
+    texts = ["short one", "[1:56 pm on 8 May, 2023] Caroline: I went to a LGBTQ support group yesterday!"] * 3
+    together = embedder.embed_tokens(texts)
+    plain = embedder.embed(texts)
+    for (pieces, tokens, sentence), vector in zip(together, plain):
+        assert np.allclose(sentence, vector, atol=1e-5)
+        assert len(pieces) == len(tokens) and "[CLS]" not in pieces and "[SEP]" not in pieces
+        assert np.allclose(np.linalg.norm(tokens, axis=1), 1.0, atol=1e-4)
+    assert together[1][0][:3] == ["[", "1", ":"]
+
+
+@pytest.mark.integration
+def test_real_model_recall_finds_an_answer_named_only_by_the_question_turn(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".engram").mkdir(parents=True)
+    turns = ["Melanie: What instrument have you been learning this year?",
+             "Caroline: The violin! I practise every evening after work.",
+             "Melanie: My kids loved the dinosaur exhibit at the museum.",
+             "Caroline: I'm researching adoption agencies for my family plans.",
+             "Melanie: We roasted marshmallows when we went camping last weekend.",
+             "Caroline: My counseling workshop was really inspiring."]
+    with MemoryService(vault, Settings()) as service:
+        service.add_many([MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
+        hits = recall(service, "Which instrument does Caroline practise?", n=2, reinforce=False)
+    assert turns[1] in [h["content"] for h in hits]
+    assert hits[0]["match"] > 0
+
+
+def test_recall_survives_queries_without_words_and_huge_ones(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".engram").mkdir(parents=True)
+    with MemoryService(vault, Settings(), embedder=FakeTokenEmbedder()) as service:
+        service.add_many([MemoryInput(content=t, project="p", source_id=t) for t in ("alpha beta", "gamma delta")])
+        assert recall(service, "???", reinforce=False) == []  # nothing matches a query without words
+        hits = recall(service, "gamma " * 200_000, reinforce=False)
+        assert hits[0]["content"] == "gamma delta"
+        assert recall(service, "gamma", project="elsewhere", reinforce=False) == []
