@@ -11,9 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from compiler.core.clock import format_time
 from compiler.core.errors import BuildWarning
@@ -35,6 +33,9 @@ from compiler.render.memory import (
     render_memory_pages,
 )
 
+
+if TYPE_CHECKING:  # the environment comes from compiler.render: jinja2 stays in that package
+    import jinja2
 
 @dataclass
 class MemoryStage:

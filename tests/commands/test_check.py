@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -150,16 +149,15 @@ def test_check_loads_neither_torch_nor_chroma(vault):
     assert not {"torch", "chromadb", "sentence_transformers"} & imported
 
 
-def test_check_on_the_example_vault_takes_a_couple_of_seconds(tmp_path, embedder):
+def test_check_on_the_example_vault_passes_after_a_compile(tmp_path, embedder):
+    """Its speed is measured in `make bench` (benchmarks/bench.py), not asserted here."""
     vault = tmp_path / "example"
     shutil.copytree(EXAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".engram", "_engram"))
     compile_vault(vault, load_settings(vault), embedder=embedder)
-    started = time.perf_counter()
     done = subprocess.run([str(Path(sys.executable).parent / "engram"), "check", str(vault)],
                           capture_output=True, text=True)
-    seconds = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
-    assert seconds < 3.0, f"engram check took {seconds:.1f}s"
+    assert done.stderr.startswith("engram check: ok"), done.stderr
 
 
 # -- the git hook ------------------------------------------------------------------------------

