@@ -36,12 +36,8 @@ class EngramGroup(click.Group):
 
 
 def emit_json(value: Any) -> None:
+    """Prints `value` as one JSON document on stdout (sorted keys: stable for diffs and tests)."""
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True))
-
-
-def fail(message: str, code: int = 1) -> None:
-    click.echo(f"engram: {message}", err=True)
-    sys.exit(code)
 
 
 def vault_and_settings(vault: str | None, **overrides: Any) -> tuple[Path, Settings]:
@@ -51,14 +47,23 @@ def vault_and_settings(vault: str | None, **overrides: Any) -> tuple[Path, Setti
 
 
 def vault_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--vault (or $ENGRAM_VAULT), passed as `vault`."""
     return click.option("--vault", envvar="ENGRAM_VAULT", help=VAULT_HELP)(command)
 
 
+def vault_argument(command: Callable[..., Any]) -> Callable[..., Any]:
+    """An optional positional [VAULT], passed as `vault_path`: a shortcut for --vault
+    (`engram check ~/vault`, what hooks and editor shell commands write). It wins over --vault."""
+    return click.argument("vault_path", metavar="[VAULT]", required=False, type=click.Path(file_okay=False))(command)
+
+
 def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--json, passed as `as_json`: print one JSON value on stdout instead of the human lines."""
     return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")(command)
 
 
 def now_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--now (or $ENGRAM_NOW), passed as `now`: pins the memory clock."""
     return click.option("--now", envvar="ENGRAM_NOW",
                         help="The memory clock, 'YYYY-MM-DD HH:MM:SS' UTC (reproducible pages, tests, replays).")(command)
 

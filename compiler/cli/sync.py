@@ -1,8 +1,9 @@
 """`engram sync [export|import|status|install]` and `engram merge-manifest`: thin adapters over the sync library.
 
-Results are the library's dicts: JSON with --json, else one human line on stderr. A failed sync
-exits 1 (its error is also in `.engram/sync.log` and `.engram/sync-status.json`); `sync status`
-exits 1 once `max_failures` syncs in a row have failed, so cron or a monitor notices.
+Results are the library's dicts: JSON with --json, else one human line on stderr. A failure is
+raised, not caught here: EngramGroup answers it with one line and exit 1 (a failed sync's error is
+also in `.engram/sync.log` and `.engram/sync-status.json`). `sync status` exits 1 once
+`max_failures` syncs in a row have failed, so cron or a monitor notices.
 """
 
 from __future__ import annotations
@@ -14,12 +15,7 @@ from typing import Any
 
 import click
 
-from compiler.cli.common import emit_json, vault_and_settings
-
-
-def _vault_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    command = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")(command)
-    return click.option("--vault", envvar="ENGRAM_VAULT", help="The vault (default: found from the current folder).")(command)
+from compiler.cli.common import emit_json, json_option, vault_and_settings, vault_option
 
 
 def _export_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -45,7 +41,8 @@ def _show(result: dict[str, Any], as_json: bool, line: str) -> None:
 
 
 @click.group("sync", invoke_without_command=True)
-@_vault_option
+@vault_option
+@json_option
 @_export_options
 @click.option("--no-push", is_flag=True, help="Commit locally, do not push.")
 @click.pass_context
@@ -67,12 +64,13 @@ def sync_group(ctx: click.Context, vault: str | None, as_json: bool, sessions: t
 
     root, settings = vault_and_settings(vault)
     result = run_sync(root, settings, created_by=created_by, project=project, sessions=sessions,
-                                   push_changes=not no_push)
+                      push_changes=not no_push)
     _show(result, as_json, summary(result))
 
 
 @sync_group.command("export")
-@_vault_option
+@vault_option
+@json_option
 @_export_options
 def sync_export(vault: str | None, as_json: bool, sessions: tuple[Path, ...], project: str, created_by: str) -> None:
     """Write memories no chunk holds yet as one new chunk (no git)."""
@@ -89,7 +87,8 @@ def sync_export(vault: str | None, as_json: bool, sessions: tuple[Path, ...], pr
 
 
 @sync_group.command("import")
-@_vault_option
+@vault_option
+@json_option
 @click.option("--no-compile", is_flag=True, help="Only take the chunks in; do not compile.")
 def sync_import(vault: str | None, as_json: bool, no_compile: bool) -> None:
     """Take in chunks not imported yet (bad records are quarantined and reported), then compile."""
@@ -102,34 +101,42 @@ def sync_import(vault: str | None, as_json: bool, no_compile: bool) -> None:
 
 
 @sync_group.command("status")
-@_vault_option
+@vault_option
+@json_option
 @click.option("--max-failures", type=click.IntRange(1), default=None,
               help="Exit 1 after this many failed syncs in a row (default 3, or [sync] max_failures).")
 def sync_status_command(vault: str | None, as_json: bool, max_failures: int | None) -> None:
     """Chunks local/remote/to import, pending export, last success and error; exit 1 when failing."""
-    from compiler.sync.exchange import format_when, sync_status
+    from compiler.sync.exchange import sync_status
 
     root, settings = vault_and_settings(vault)
     status = sync_status(root, settings, max_failures)
     if as_json:
         emit_json(status)
     else:
-        chunks, remote, error = status["chunks"], status["remote"] or {}, status["last_error"] or {}
-        lines = [f"chunks: {chunks['local']} here, {chunks['listed']} listed, {chunks['to_import']} to import, "
-                 f"{len(chunks['quarantined'])} quarantined, {len(chunks['missing'])} listed but missing",
-                 f"remote {remote.get('ref', '(none)')}: {remote.get('chunks', '?')} chunks, "
-                 f"{len(remote.get('not_pulled', []))} not pulled yet",
-                 f"to export: {status['pending_export']['events']} events "
-                 f"({status['pending_export']['memories']} memories)",
-                 f"last success: {format_when(status['last_success'])}",
-                 f"last error: {format_when(error.get('at'))} {error.get('message', '')}".rstrip(),
-                 f"consecutive failures: {status['consecutive_failures']} (alarm at {status['max_failures']})"]
-        click.echo("\n".join(lines))
+        click.echo("\n".join(_status_lines(status)))
     sys.exit(0 if status["healthy"] else 1)
 
 
+def _status_lines(status: dict[str, Any]) -> list[str]:
+    """Returns `engram sync status` as a person reads it: one line per question."""
+    from compiler.sync.exchange import format_when
+
+    chunks, remote, error = status["chunks"], status["remote"] or {}, status["last_error"] or {}
+    return [(f"chunks: {chunks['local']} here, {chunks['listed']} listed, {chunks['to_import']} to import, "
+             f"{len(chunks['quarantined'])} quarantined, {len(chunks['missing'])} listed but missing"),
+            (f"remote {remote.get('ref', '(none)')}: {remote.get('chunks', '?')} chunks, "
+             f"{len(remote.get('not_pulled', []))} not pulled yet"),
+            (f"to export: {status['pending_export']['events']} events "
+             f"({status['pending_export']['memories']} memories)"),
+            f"last success: {format_when(status['last_success'])}",
+            f"last error: {format_when(error.get('at'))} {error.get('message', '')}".rstrip(),
+            f"consecutive failures: {status['consecutive_failures']} (alarm at {status['max_failures']})"]
+
+
 @sync_group.command("install")
-@_vault_option
+@vault_option
+@json_option
 def sync_install(vault: str | None, as_json: bool) -> None:
     """Register the manifest merge driver (.gitattributes + git config) and ignore local state."""
     from compiler.commands.sync_cycle import install_sync
@@ -147,15 +154,13 @@ def sync_install(vault: str | None, as_json: bool) -> None:
 @click.argument("ours", type=click.Path(path_type=Path))
 @click.argument("theirs", type=click.Path(path_type=Path))
 def merge_manifest_command(base: Path, ours: Path, theirs: Path) -> None:
-    """Git merge driver for .engram/manifest.json: union of chunk entries (git calls it with %O %A %B)."""
-    from compiler.core.errors import CorruptDataError
+    """Git merge driver for .engram/manifest.json: union of chunk entries (git calls it with %O %A %B).
+
+    A side that is not a manifest exits 1 with one line (git then reports a conflict).
+    """
     from compiler.events.manifest import merge_files
 
-    try:
-        merge_files(base, ours, theirs)
-    except (CorruptDataError, OSError) as error:
-        click.echo(f"engram merge-manifest: {error}", err=True)
-        sys.exit(1)
+    merge_files(base, ours, theirs)
 
 
 COMMANDS = (sync_group, merge_manifest_command)

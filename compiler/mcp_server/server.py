@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.fastmcp import FastMCP
 from pydantic import Field
 
+from compiler.commands.setup import MEMORY_RULES
 from compiler.core.errors import InputError
 from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
@@ -36,21 +37,6 @@ MAX_QUERY_CHARS = 2000
 MAX_TEXT_CHARS = 100_000  # the library's 64 KB limit on one memory gives the precise message below this
 MAX_METADATA_BYTES = 16 * 1024
 MAX_PATH_CHARS = 1000
-
-MEMORY_RULES = """\
-## Memory (engram)
-
-You have a persistent memory through the `engram` MCP server. Use it every session:
-
-1. Recall first. Before starting a task, call `load_handoff` (where the last session stopped) and
-   `recall_memory` with what you are about to do. Search the user's notes with `search_notes`.
-2. Store what you learn. When you discover a fact, make a decision, or learn a preference, call
-   `store_memory` (one statement per memory, importance 0..1). Near-duplicates are merged for you.
-3. Update what changed. When a recalled memory is outdated or wrong, call `update_memory` with its
-   id (or `forget_memory`). Record failures with `track_failure` and feature status with `track_progress`.
-4. Before the session ends, call `session_handoff` with what was done, what is in progress,
-   what is blocked and the next steps.
-"""
 
 log = logging.getLogger("engram.serve")
 

@@ -49,12 +49,13 @@ def test_compile_json_report_has_the_documented_keys(make_vault):
 
 
 def test_strict_turns_warnings_into_exit_1(compiled):
-    assert run("compile", str(compiled), "--strict")[0] == 1
+    code, _, err = run("compile", "--vault", str(compiled), "--strict")
+    assert code == 1 and "warning: Broken.md:2" in err
 
 
 def test_missing_vault_is_a_usage_error(tmp_path):
     code, _, err = run("compile", str(tmp_path / "nope"))
-    assert code == 2 and "nope" in err
+    assert code == 2 and err == f"engram: no such vault folder: {tmp_path / 'nope'}\n"
 
 
 def test_search_json_hits_carry_qmd_keys(compiled):
@@ -74,9 +75,9 @@ def test_hybrid_query_filters_and_formats(compiled):
     code, out, _ = run("query", "--vault", str(compiled), "--json", "--path", "Notas", "payments deploy")
     assert code == 0 and [h["file"] for h in json.loads(out)] == ["Notas/Despliegue.md"]
     code, out, _ = run("query", "--vault", str(compiled), "--files", "--tag", "ops", "deploy")
-    assert out.strip().endswith(",Deploy.md") and len(out.strip().splitlines()) == 1
+    assert code == 0 and out.strip().endswith(",Deploy.md") and len(out.strip().splitlines()) == 1
     code, out, _ = run("query", "--vault", str(compiled), "--md", "-n", "1", "spaghetti")
-    assert out.startswith("- [[Cooking/Pasta.md|Pasta]]")
+    assert code == 0 and out.startswith("- [[Cooking/Pasta.md|Pasta]]")
 
 
 def test_min_score_drops_weak_hits(compiled):

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from compiler.cli.main import main
 from compiler.commands.check import check_vault
 from compiler.commands.compile import compile_vault
+from compiler.commands.setup import HOOK_MARKER
 from compiler.core.settings import Settings, load_settings
 from compiler.index.embedder import model_identity
 from compiler.memory.input import MemoryInput
@@ -81,6 +82,16 @@ def test_stale_notes_are_named(vault):
     assert {(p["file"], p["kind"]) for p in report["problems"]} == {
         ("Projects/Alpha.md", "stale-note"), ("New.md", "stale-note"), ("Projects/Beta.md", "stale-note")}
     assert "stale-note: Projects/Alpha.md: edited since the last compile" in err and "run `engram compile`" in err
+
+
+def test_the_vault_is_an_argument_an_option_or_the_environment(vault):
+    runner = CliRunner()
+    for args, env in ((["check", str(vault)], {}), (["check", "--vault", str(vault)], {}),
+                      (["check"], {"ENGRAM_VAULT": str(vault)}),
+                      (["check", str(vault), "--vault", str(vault / "nope")], {})):  # the argument wins
+        result = runner.invoke(main, [*args, "--json"], env=env, catch_exceptions=False)
+        assert result.exit_code == 0, (args, result.stderr)
+        assert json.loads(result.stdout)["vault"] == str(vault.resolve())
 
 
 def test_touching_a_note_without_changing_it_is_not_stale(vault):
@@ -179,7 +190,7 @@ def repo(tmp_path, embedder) -> tuple[Path, Path]:
 
 
 def install(vault: Path, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, catch_exceptions=False, args=["install-hook", str(vault), *args])
+    result = CliRunner().invoke(main, catch_exceptions=False, args=["install-hook", "--vault", str(vault), *args])
     return result.exit_code, result.stderr
 
 
@@ -205,15 +216,29 @@ def test_install_hook_refuses_a_foreign_hook_unless_forced(repo):
     hook.parent.mkdir(parents=True, exist_ok=True)
     hook.write_text("#!/bin/sh\nmake lint\n")
     code, err = install(vault)
-    assert code == 1 and "not written by engram" in err and hook.read_text() == "#!/bin/sh\nmake lint\n"
-    code, _ = install(vault, "--force")
+    assert code == 1 and hook.read_text() == "#!/bin/sh\nmake lint\n"
+    assert err.startswith("engram: ") and "not written by engram" in err and len(err.splitlines()) == 1
+    code, err = install(vault, "--force")
     assert code == 0 and (top / ".git/hooks/pre-commit.engram-backup").read_text() == "#!/bin/sh\nmake lint\n"
+    assert "old hook kept as" in err and HOOK_MARKER in hook.read_text()
+
+
+@needs_git
+def test_install_hook_answers_json_and_follows_core_hooks_path(repo):
+    top, vault = repo
+    subprocess.run(["git", "-C", str(top), "config", "core.hooksPath", ".githooks"], check=True)
+    result = CliRunner().invoke(main, catch_exceptions=False, args=["install-hook", str(vault), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == {"hook": str((top / ".githooks/pre-commit").resolve()),
+                                         "vault": str(vault.resolve()), "replaced": ""}
+    assert os.access(top / ".githooks/pre-commit", os.X_OK) and not (top / ".git/hooks/pre-commit").exists()
 
 
 def test_install_hook_outside_git_fails_clearly(make_vault):
     vault = make_vault(NOTES)
     code, err = install(vault)
     assert code == 1 and ("not inside a git repository" in err or "git is not installed" in err)
+    assert err.startswith("engram: ") and len(err.splitlines()) == 1  # one line, no traceback
 
 
 def test_pre_commit_hook_definition():

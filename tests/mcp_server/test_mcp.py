@@ -249,8 +249,18 @@ def test_setup_creates_files_once_and_prints_the_config(make_vault):
     assert Path(server["command"]).name == "engram"
     assert all(tool in shown["rules"] for tool in ("recall_memory", "store_memory", "update_memory"))
     (vault / "engram.toml").write_text('out = "generated"\n')
-    again = CliRunner().invoke(main, catch_exceptions=False, args=["setup", str(vault), "--skip-model-check", "--json"])
+    again = CliRunner().invoke(main, catch_exceptions=False, args=["setup", "--vault", str(vault), "--skip-model-check", "--json"])
+    assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout)["created"] == [] and (vault / "engram.toml").read_text() == 'out = "generated"\n'
+
+
+def test_setup_makes_a_plain_folder_a_vault(tmp_path):
+    folder = tmp_path / "new notes"
+    folder.mkdir()
+    result = CliRunner().invoke(main, catch_exceptions=False, args=["setup", "--vault", str(folder), "--skip-model-check", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["model"] == {"skipped": True} and (folder / ".engram/.gitignore").is_file()
+    assert json.loads(result.stdout)["claude_code"].endswith(f"--vault '{folder.resolve()}'")  # quoted for the shell
 
 
 def test_setup_human_output_goes_to_stderr(make_vault):
@@ -265,12 +275,16 @@ def test_setup_without_a_vault_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.delenv("ENGRAM_VAULT", raising=False)
     result = CliRunner().invoke(main, catch_exceptions=False, args=["setup", "--skip-model-check"])
     assert result.exit_code == 2 and "engram setup ~/vault" in result.stderr
+    assert result.stderr.startswith("engram: no vault found") and len(result.stderr.splitlines()) == 1
+    missing = CliRunner().invoke(main, catch_exceptions=False, args=["setup", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and missing.stderr == f"engram: no such folder: {tmp_path / 'nope'}\n"
 
 
 @pytest.mark.integration
 def test_setup_checks_the_model_loads_offline(make_vault):
     vault = make_vault({".obsidian/app.json": "{}"})
     result = CliRunner().invoke(main, catch_exceptions=False, args=["setup", str(vault), "--json"])
+    assert result.exit_code == 0, result.stderr
     model = json.loads(result.stdout)["model"]
     assert result.exit_code == 0 and model["dimension"] == 384 and model["identity"].startswith("all-MiniLM-L6-v2@")
 

@@ -224,7 +224,8 @@ def test_status_exits_non_zero_after_consecutive_failures(machines, monkeypatch)
     assert failing.exit_code == 1, failing.output
     status = json.loads(failing.output)
     assert status["consecutive_failures"] == 3 and not status["healthy"] and status["last_error"]["message"]
-    assert runner.invoke(main, catch_exceptions=False, args=["sync", "status", "--vault", str(laptop.vault), "--max-failures", "5"]).exit_code == 0
+    patient = runner.invoke(main, catch_exceptions=False, args=["sync", "status", "--vault", str(laptop.vault), "--max-failures", "5"])
+    assert patient.exit_code == 0 and "consecutive failures: 3 (alarm at 5)" in patient.stdout
     git(laptop.vault, "remote", "set-url", "origin", str(bare))
     laptop.add("A memory after the repair")
     laptop.sync()
@@ -338,11 +339,14 @@ def test_cli_export_import_install_and_sync_settings(machines):
     git(laptop.vault, "push", "--quiet", "origin", "HEAD:main")
     git(server.vault, "pull", "--quiet", "--rebase", "origin", "main")
     imported = runner.invoke(main, catch_exceptions=False, args=["sync", "import", "--vault", str(server.vault), "--no-compile", "--json"])
-    assert imported.exit_code == 0 and json.loads(imported.stdout)["chunks_new"] == [chunk]
+    assert imported.exit_code == 0, imported.stderr
+    assert json.loads(imported.stdout)["chunks_new"] == [chunk] and "1 new chunks" in imported.stderr
     again = runner.invoke(main, catch_exceptions=False, args=["sync", "install", "--vault", str(server.vault), "--json"])
     assert again.exit_code == 0 and json.loads(again.stdout)["changed"] == []  # idempotent
     assert "merge-manifest %O %A %B" in git(server.vault, "config", "merge.engram-manifest.driver")
     (server.vault / "engram.toml").write_text("[sync]\nremote = \"nowhere\"\nmax_failures = 1\n")
     failed = runner.invoke(main, catch_exceptions=False, args=["sync", "--vault", str(server.vault)])
     assert failed.exit_code == 1 and "no remote 'nowhere'" in failed.stderr
-    assert runner.invoke(main, catch_exceptions=False, args=["sync", "status", "--vault", str(server.vault)]).exit_code == 1  # 1 failure is enough
+    assert failed.stderr.startswith("engram: ") and len(failed.stderr.splitlines()) == 1  # no traceback
+    status = runner.invoke(main, catch_exceptions=False, args=["sync", "status", "--vault", str(server.vault)])
+    assert status.exit_code == 1 and "consecutive failures: 1 (alarm at 1)" in status.stdout  # 1 failure is enough
