@@ -58,6 +58,9 @@ def sync_group(ctx: click.Context, vault: str | None, as_json: bool, sessions: t
       engram sync install            merge driver for manifest.json, ignores for local state
     """
     if ctx.invoked_subcommand is not None:
+        # `engram sync --vault V status` means what `engram sync status --vault V` does
+        given = {name: value for name, value in (("vault", vault), ("as_json", as_json)) if value}
+        ctx.default_map = {name: given for name in sync_group.commands}
         return
     from compiler.commands.sync_cycle import run_sync
     from compiler.sync.monitor import summary

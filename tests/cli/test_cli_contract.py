@@ -7,6 +7,7 @@ promises without being listed here.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -101,3 +102,12 @@ def test_a_real_process_prints_no_traceback(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [f"engram: no such vault folder: {tmp_path / 'nope'}"]
+
+
+def test_group_options_before_a_sync_subcommand_count_for_it(make_vault):
+    vault = make_vault({"Note.md": "# Note\n"})
+    before = CliRunner().invoke(main, ["sync", "--vault", str(vault), "status", "--json"], catch_exceptions=False)
+    after = CliRunner().invoke(main, ["sync", "status", "--vault", str(vault), "--json"], catch_exceptions=False)
+    assert before.exit_code == after.exit_code == 0, before.stderr
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    assert json.loads(before.stdout)["pending_export"] == {"events": 0, "memories": 0}
