@@ -26,6 +26,13 @@ from compiler.sync.exchange import sync_setting
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def no_engram_environment(monkeypatch):
+    """The caller's ENGRAM_* variables would override the files these tests write."""
+    for name in ("ENGRAM_VAULT", "ENGRAM_MODEL", "ENGRAM_CHROMA_URL", "ENGRAM_NOW", "ENGRAM_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def settings_of(tmp_path: Path, text: str, **overrides) -> Settings:
     (tmp_path / "engram.toml").write_text(text, encoding="utf-8")
     return load_settings(tmp_path, **overrides)
