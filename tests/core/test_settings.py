@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.cli.serve import ENGRAM_TOML
+from compiler.commands.setup import ENGRAM_TOML
 from compiler.core.errors import UsageError
 from compiler.core.settings import (
     KNOWN_KEYS,
