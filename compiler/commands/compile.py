@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from compiler.commands.build_state import BuildState, load_state, save_state
+from compiler.commands.build_state import BuildState, parser_fingerprint, previous_build, save_state
 from compiler.commands.compile_memories import MemoryStage, compile_memories
+from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write, write_pages
 from compiler.core.lock import writer_lock
@@ -38,37 +39,6 @@ Progress = Callable[[str, int], Any]  # (label, total) → context manager yield
 @contextmanager
 def no_progress(label: str, total: int) -> Iterator[Tick]:
     yield lambda n: None
-
-
-@dataclass(frozen=True)
-class VaultPaths:
-    """Where a vault keeps its derived state."""
-
-    root: Path
-
-    @property
-    def engram(self) -> Path:
-        return self.root / ".engram"
-
-    @property
-    def cache(self) -> Path:
-        return self.engram / "cache"
-
-    @property
-    def state(self) -> Path:
-        return self.cache / "state.json"
-
-    @property
-    def fts(self) -> Path:
-        return self.cache / "fts.sqlite"
-
-    @property
-    def graph(self) -> Path:
-        return self.cache / "graph.json"
-
-    @property
-    def embeddings(self) -> Path:
-        return self.cache / "embeddings.sqlite"
 
 
 @dataclass
@@ -109,7 +79,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     identity = embedder.identity if embedder else model_identity(settings.model)
     report = BuildReport()
     with writer_lock(paths.engram):
-        previous, report.rebuild_reason = _previous_state(paths, identity, settings)
+        previous, report.rebuild_reason = previous_build(paths, identity, settings)
         scanned = scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
         state = BuildState(model=identity, fingerprint=settings.index_fingerprint(), parser=parser_fingerprint(),
                            files={s.path: s for s in scanned.notes})
@@ -135,38 +105,6 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     report.sections = sum(len(n.sections) for n in state.notes.values())
     report.seconds = round(time.perf_counter() - started, 3)
     return report
-
-
-def _previous_state(paths: VaultPaths, identity: str, settings: Settings) -> tuple[BuildState, str]:
-    previous, reason = load_state(paths.state)
-    if not reason:
-        reason = rebuild_reason(previous, identity, settings)[0]
-    if not reason and not paths.fts.is_file():
-        reason = "keyword index missing"
-    return (BuildState(), reason) if reason else (previous, "")
-
-
-def rebuild_reason(previous: BuildState, identity: str, settings: Settings) -> tuple[str, str]:
-    """Returns (why the last build's results cannot be reused, the file behind it), or ("", "")."""
-    if previous.model != identity:
-        return f"embedding model changed ({previous.model} → {identity})", "engram.toml"
-    if previous.fingerprint != settings.index_fingerprint():
-        return "index settings changed (model, max_note_bytes or max_section_chars)", "engram.toml"
-    if previous.parser != parser_fingerprint():
-        return "the parser changed (a new engram version): every note is parsed again", ".engram/cache/state.json"
-    return "", ""
-
-
-def parser_fingerprint() -> str:
-    """Returns a hash of the parsing code, so cached parse results never outlive the code that made them."""
-    import hashlib
-
-    from compiler.notes import markdown_rules, parse, records
-
-    digest = hashlib.sha256()
-    for module in (parse, markdown_rules, records):
-        digest.update(Path(module.__file__).read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _parse_changed(root: Path, stamps: Sequence, previous: BuildState, state: BuildState, settings: Settings,
