@@ -1,7 +1,7 @@
 """The build state: what the last compile saw, so the next one only redoes what changed.
 
 Lives in `.engram/cache/state.json` — derived and disposable: deleting it means a full rebuild
-that produces the same pages.
+that produces the same pages. A compile builds a new state once, at its end; nothing mutates one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from compiler.notes.records import FileStamp, Note
 STATE_VERSION = 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildState:
     model: str = ""  # model identity the vectors were made with
     fingerprint: str = ""  # settings that shape the index
