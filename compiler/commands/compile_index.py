@@ -76,7 +76,8 @@ def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: 
 
     expected = parsed.sections
     keyword = KeywordIndex(paths.fts)
-    stale = sorted(set(parsed.changed) | set(parsed.removed))
+    # In a full build every note is stale (it starts from an empty state); said here, `full` stands on its own.
+    stale = sorted(parsed.notes) if full else sorted(set(parsed.changed) | set(parsed.removed))
     try:
         # With a Chroma server, always compare its count: it may be new, emptied, or another server.
         local_vectors = not chroma_url and (paths.cache / "chroma").exists()
