@@ -2,7 +2,8 @@
 is assembled from those products at the end.
 
 scan → parse → links → embed → index → graph → memory → render → write → save state. Each stage
-lives in its own module, takes only what it needs and knows nothing of the others.
+takes only what it needs (never the report) and returns a small frozen product or plain values;
+parse lives in compile_notes.py, embed and index in compile_index.py, graph in compile_graph.py.
 """
 
 from __future__ import annotations
