@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 from pathlib import Path
 
@@ -171,16 +170,6 @@ def test_report_is_built_once_and_keeps_its_json_shape(make_vault, fake_embedder
         report.notes = 0  # type: ignore[misc]
     assert list(report.to_dict()) == ["notes", "sections", "changed", "removed", "renamed", "embedded", "written",
                                       "deleted", "links", "memories", "warnings", "rebuild_reason", "seconds"]
-
-
-def test_scan_names_only_new_and_edited_notes(make_vault):
-    vault = make_vault(NOTES)
-    first = scan_vault(vault, (), {})
-    assert first.edited == tuple(s.path for s in first.notes) == tuple(sorted(NOTES))
-    (vault / "Lonely.md").write_text("# Lonely\n\nSomebody links here now.\n")
-    (vault / "New.md").write_text("# New\n")
-    os.utime(vault / "Home.md", ns=(1, 1))  # touched, same bytes: not edited
-    assert scan_vault(vault, (), {s.path: s for s in first.notes}).edited == ("Lonely.md", "New.md")
 
 
 def test_parse_reads_only_edited_notes_and_names_what_left(make_vault):
