@@ -27,9 +27,10 @@ class Model:
 
     name: str  # the `model` setting
     identity: str  # what cached vectors are keyed by: changes whenever the vectors would
-    given: Embedder | None = None  # a model the caller already loaded
+    given: Embedder | None  # a model the caller already loaded
 
     def load(self) -> Embedder:
+        """Returns the model the caller gave, else the one the setting names (loaded once per process)."""
         return self.given or load_embedder(self.name)
 
 
@@ -40,6 +41,8 @@ def choose_model(name: str, given: Embedder | None) -> Model:
 
 @dataclass(frozen=True)
 class Embedded:
+    """The embed stage's product."""
+
     vectors: dict[str, np.ndarray]  # section id ("path#ordinal") → vector, for every section
     count: int  # sections embedded in this run (the rest came from the cache)
 
