@@ -1,23 +1,26 @@
 """The build state: what the last compile saw, so the next one only redoes what changed.
 
 Lives in `.engram/cache/state.json` — derived and disposable: deleting it means a full rebuild
-that produces the same pages.
+that produces the same pages. A compile builds a new state once, at its end; nothing mutates one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write
+from compiler.core.settings import Settings
 from compiler.notes.records import FileStamp, Note
 
 STATE_VERSION = 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildState:
     model: str = ""  # model identity the vectors were made with
     fingerprint: str = ""  # settings that shape the index
@@ -65,3 +68,35 @@ def save_state(path: Path, state: BuildState) -> bool:
         return False
     atomic_write(path, data)
     return True
+
+
+def previous_build(paths: VaultPaths, identity: str, settings: Settings) -> tuple[BuildState, str]:
+    """Returns (the last build's state, "") when it can be reused, else (an empty state, why not)."""
+    previous, reason = load_state(paths.state)
+    if not reason:
+        reason = rebuild_reason(previous, identity, settings)[0]
+    if not reason and not paths.fts.is_file():
+        reason = "keyword index missing"
+    return (BuildState(), reason) if reason else (previous, "")
+
+
+def rebuild_reason(previous: BuildState, identity: str, settings: Settings) -> tuple[str, str]:
+    """Returns (why the last build's results cannot be reused, the file behind it), or ("", "")."""
+    if previous.model != identity:
+        return f"embedding model changed ({previous.model} → {identity})", "engram.toml"
+    if previous.fingerprint != settings.index_fingerprint():
+        return "index settings changed (model, max_note_bytes or max_section_chars)", "engram.toml"
+    if previous.parser != parser_fingerprint():
+        return "the parser changed (a new engram version): every note is parsed again", ".engram/cache/state.json"
+    return "", ""
+
+
+def parser_fingerprint() -> str:
+    """Returns a hash of the parsing code, so cached parse results never outlive the code that made them."""
+    # Imported when called: reading a saved state needs no Markdown parser.
+    from compiler.notes import markdown_rules, parse, records
+
+    digest = hashlib.sha256()
+    for module in (parse, markdown_rules, records):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()[:16]

@@ -73,7 +73,7 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
 
 def _check_build_inputs(state: BuildState, settings: Settings) -> list[BuildWarning]:
     """Settings, model or engram version changed since the compile: every page may change."""
-    from compiler.commands.compile import rebuild_reason
+    from compiler.commands.build_state import rebuild_reason
     from compiler.core.errors import ModelLoadError
     from compiler.index.embedder import model_identity
 

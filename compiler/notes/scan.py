@@ -23,10 +23,12 @@ ALWAYS_IGNORED = (".obsidian", ".git", ".engram", ".trash", "node_modules")
 class ScanResult:
     notes: tuple[FileStamp, ...]  # note files (.md, .qmd), sorted by path
     attachments: tuple[str, ...]  # every other file, for embeds such as ![[diagram.png]]
+    edited: tuple[str, ...]  # paths of the notes that are new or whose bytes changed, sorted
 
 
 def scan_vault(vault: Path, ignore: Sequence[str], previous: Mapping[str, FileStamp]) -> ScanResult:
-    """Returns the stamped notes and the attachment paths of `vault`, skipping `ignore` globs."""
+    """Returns the stamped notes, the attachment paths and the new or edited notes of `vault`,
+    skipping `ignore` globs. `previous` holds the last build's stamps."""
     notes: list[FileStamp] = []
     attachments: list[str] = []
     root = vault.resolve()
@@ -35,7 +37,8 @@ def scan_vault(vault: Path, ignore: Sequence[str], previous: Mapping[str, FileSt
             notes.append(_stamp(root, path, previous.get(path)))
         else:
             attachments.append(path)
-    return ScanResult(tuple(notes), tuple(attachments))
+    edited = tuple(s.path for s in notes if s.path not in previous or previous[s.path].sha256 != s.sha256)
+    return ScanResult(tuple(notes), tuple(attachments), edited)
 
 
 def is_ignored(path: str, ignore: Sequence[str]) -> bool:

@@ -1,14 +1,20 @@
-"""The compile spine: incremental work, determinism, and safety of what it writes."""
+"""The compile spine: incremental work, determinism, and safety of what it writes; then its stages one by one."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
+from compiler.commands.build_state import BuildState, load_state
 from compiler.commands.compile import compile_vault
+from compiler.commands.compile_index import choose_model, embed_sections, update_indexes
+from compiler.commands.compile_notes import parse_notes
+from compiler.commands.vault_paths import VaultPaths
 from compiler.core.settings import Settings
+from compiler.notes.scan import scan_vault
 from compiler.notes.search import keyword_search
 from tests.conftest import FakeEmbedder
 
@@ -150,3 +156,47 @@ def test_hostile_titles_and_paths_never_write_outside_the_output_folder(make_vau
     assert all(p.startswith("_engram/") for p in report.written)
     evil = (vault / "_engram/backlinks/evil.links.md").read_text()
     assert 'title: "../../../etc/passwd"' in evil
+
+
+# --- the stages, one at a time: each takes what it needs and returns its product ----------------
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00IHDR" + bytes(range(256))
+no_tick = lambda n: None  # noqa: E731
+
+
+def test_report_is_built_once_and_keeps_its_json_shape(make_vault, fake_embedder):
+    report = compile_vault(make_vault(NOTES), Settings(), embedder=fake_embedder)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.notes = 0  # type: ignore[misc]
+    assert list(report.to_dict()) == ["notes", "sections", "changed", "removed", "renamed", "embedded", "written",
+                                      "deleted", "links", "memories", "warnings", "rebuild_reason", "seconds"]
+
+
+def test_parse_reads_only_edited_notes_and_names_what_left(make_vault):
+    vault, settings = make_vault(NOTES), Settings()
+    scan = scan_vault(vault, (), {})
+    first = parse_notes(vault, scan, BuildState(), settings, no_tick)
+    previous = BuildState(files={s.path: s for s in scan.notes}, notes=first.notes, warnings=first.warnings)
+    (vault / "Projects/Beta.md").write_bytes(PNG)  # no longer a note: it leaves the index as if removed
+    (vault / "Lonely.md").rename(vault / "Archive.md")
+    ticks: list[int] = []
+    parsed = parse_notes(vault, scan_vault(vault, (), previous.files), previous, settings, ticks.append)
+    assert ticks == [1, 1]  # Archive.md and Projects/Beta.md; the rest is carried over
+    assert parsed.notes["Home.md"] is previous.notes["Home.md"]
+    assert (parsed.changed, parsed.removed, parsed.renamed) == (["Archive.md"], ["Lonely.md", "Projects/Beta.md"], 1)
+    assert [w.kind for w in parsed.warnings["Projects/Beta.md"]] == ["binary"]
+
+
+def test_index_rebuilds_whole_when_told_full(make_vault, fake_embedder):
+    vault = make_vault(NOTES)
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    paths = VaultPaths(vault.resolve())
+    previous, _ = load_state(paths.state)
+    (vault / "Lonely.md").write_text("# Lonely\n\nZebras graze here now.\n")  # as many sections as before
+    parsed = parse_notes(vault, scan_vault(vault, ("_engram",), previous.files), previous, Settings(), no_tick)
+    vectors = embed_sections(paths.embeddings, parsed.notes, choose_model("", fake_embedder), no_tick).vectors
+    told_nothing_changed = dataclasses.replace(parsed, changed=[], removed=[])
+    update_indexes(paths, "", told_nothing_changed, vectors, full=False)
+    assert not keyword_search(vault, "Zebras")  # the counts agree: nothing to do
+    update_indexes(paths, "", told_nothing_changed, vectors, full=True)
+    assert keyword_search(vault, "Zebras")[0]["file"] == "Lonely.md"

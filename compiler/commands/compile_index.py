@@ -1,0 +1,122 @@
+"""Compile stages embed and index: section vectors (from the cache when it has them), then the keyword
+and vector indexes brought in step with the notes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from compiler.commands.compile_notes import Parsed
+from compiler.commands.vault_paths import VaultPaths
+from compiler.index.cache import EmbeddingCache, embed_with_cache
+from compiler.index.embedder import Embedder, load_embedder, model_identity
+from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow
+from compiler.notes.records import Note
+
+if TYPE_CHECKING:
+    from compiler.index.vectors import VectorStore
+
+
+@dataclass(frozen=True)
+class Model:
+    """The embedding model of a build, loaded only when a text is not in the cache."""
+
+    name: str  # the `model` setting
+    identity: str  # what cached vectors are keyed by: changes whenever the vectors would
+    given: Embedder | None  # a model the caller already loaded
+
+    def load(self) -> Embedder:
+        """Returns the model the caller gave, else the one the setting names (loaded once per process)."""
+        return self.given or load_embedder(self.name)
+
+
+def choose_model(name: str, given: Embedder | None) -> Model:
+    """Returns the build's model: `given` when there is one, else the `name` setting (not loaded yet)."""
+    return Model(name, given.identity if given else model_identity(name), given)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """The embed stage's product."""
+
+    vectors: dict[str, np.ndarray]  # section id ("path#ordinal") → vector, for every section
+    count: int  # sections embedded in this run (the rest came from the cache)
+
+
+def section_text(note: Note, index: int) -> str:
+    """Returns what is embedded for a section: the note's title gives every piece its context."""
+    text = note.sections[index].text
+    return text if text.startswith(note.title) else f"{note.title}\n{text}"
+
+
+def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, tick: Callable[[int], None]) -> Embedded:
+    """Returns a vector for every section of `notes`; only texts not in the cache are embedded."""
+    ids = [f"{p}#{i}" for p in sorted(notes) for i in range(len(notes[p].sections))]
+    texts = [section_text(notes[p], i) for p in sorted(notes) for i in range(len(notes[p].sections))]
+    cache = EmbeddingCache(cache_file)
+    try:
+        vectors, count = embed_with_cache(texts, model.load, model.identity, cache, tick)
+    finally:
+        cache.close()
+    return Embedded(dict(zip(ids, vectors)), count)
+
+
+def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: Mapping[str, np.ndarray], *,
+                   full: bool) -> None:
+    """Brings the keyword and vector indexes in step: rewrites changed notes, drops removed ones.
+
+    `full` (the last build cannot be reused) rebuilds both whole, and so does an index whose size
+    disagrees with the notes (a crash mid-build, a deleted folder).
+    """
+    from compiler.index.vectors import (  # Chroma is heavy: only when indexing
+        VectorStore,
+        open_client,
+    )
+
+    expected = parsed.sections
+    keyword = KeywordIndex(paths.fts)
+    # In a full build every note is stale (it starts from an empty state); said here, `full` stands on its own.
+    stale = sorted(parsed.notes) if full else sorted(set(parsed.changed) | set(parsed.removed))
+    try:
+        # With a Chroma server, always compare its count: it may be new, emptied, or another server.
+        local_vectors = not chroma_url and (paths.cache / "chroma").exists()
+        if not stale and keyword.count() == expected and local_vectors:
+            return  # nothing changed: do not even import Chroma
+        store = VectorStore(open_client(paths.cache, chroma_url))
+        if full or keyword.count() != expected or store.count() != expected:
+            keyword.reset()
+            store.reset()
+            stale, deleted = sorted(parsed.notes), []
+        else:
+            deleted = stale
+        _rewrite(keyword, store, deleted, [parsed.notes[p] for p in stale if p in parsed.notes], vectors)
+    finally:
+        keyword.close()
+
+
+def _rewrite(keyword: KeywordIndex, store: VectorStore, deleted: Sequence[str], fresh: Sequence[Note],
+             vectors: Mapping[str, np.ndarray]) -> None:
+    """Drops the `deleted` notes from both indexes and writes the `fresh` ones (sorted by path)."""
+    keyword.replace_paths(deleted, [NoteRow(n.path, n.sha256, n.title, " ".join(n.tags)) for n in fresh],
+                          _section_rows(fresh))
+    store.delete_paths(deleted)
+    ids = [f"{n.path}#{s.ordinal}" for n in fresh for s in n.sections]
+    if ids:
+        store.add(ids, np.vstack([vectors[i] for i in ids]), [s.text for n in fresh for s in n.sections],
+                  [_metadata(n, s.ordinal) for n in fresh for s in n.sections])
+
+
+def _section_rows(notes: Sequence[Note]) -> list[SectionRow]:
+    return [SectionRow(n.path, s.ordinal, s.line, n.title + " " + " ".join(n.aliases), s.heading, s.text,
+                       " ".join(n.tags)) for n in notes for s in n.sections]
+
+
+def _metadata(note: Note, ordinal: int) -> dict[str, Any]:
+    section = note.sections[ordinal]
+    # Chroma rejects empty lists and non-scalar values: tags travel as one space-padded string.
+    return {"path": note.path, "ordinal": ordinal, "line": section.line, "title": note.title,
+            "tags": f" {' '.join(note.tags)} " if note.tags else " "}

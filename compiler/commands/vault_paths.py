@@ -1,0 +1,37 @@
+"""Where a vault keeps its derived state: one place that names every file under `.engram/`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class VaultPaths:
+    """Where a vault keeps its derived state."""
+
+    root: Path
+
+    @property
+    def engram(self) -> Path:
+        return self.root / ".engram"
+
+    @property
+    def cache(self) -> Path:
+        return self.engram / "cache"
+
+    @property
+    def state(self) -> Path:
+        return self.cache / "state.json"
+
+    @property
+    def fts(self) -> Path:
+        return self.cache / "fts.sqlite"
+
+    @property
+    def graph(self) -> Path:
+        return self.cache / "graph.json"
+
+    @property
+    def embeddings(self) -> Path:
+        return self.cache / "embeddings.sqlite"
