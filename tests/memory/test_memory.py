@@ -257,3 +257,24 @@ def test_a_torn_journal_line_is_reported_and_later_writes_survive(vault, fake_em
         assert after["id"] in state_of(memories)
     assert len(events) == 2 and [w.line for w in warnings] == [2] and "journal line skipped" in warnings[0].message
 
+
+def test_a_long_lived_handle_sees_other_writers_and_checks_the_index_only_when_needed(vault, fake_embedder,
+                                                                                     monkeypatch):
+    from compiler.memory import index as memory_index
+
+    checks = []
+    real = memory_index.sync_index
+    monkeypatch.setattr(memory_index, "sync_index", lambda *args: checks.append(1) or real(*args))
+    with service(vault, fake_embedder) as server, service(vault, fake_embedder) as other:
+        store_memory(server, MemoryInput("Nightly backups run at two in the morning", project="ops"))
+        recall(server, "when do the nightly backups run", project="ops")  # appends recall events
+        recall(server, "nightly backups", project="ops")
+        assert len(checks) == 1  # a fresh handle checks every memory once; its own writes and recalls need no more
+        snapshot = read_memories(server)
+        assert read_memories(server).live is snapshot.live  # derived views are reused while no event is added
+        server.close()  # as the MCP server does after each call: index handles live for one call
+        later = store_memory(other, MemoryInput("The VPN gateway lives in Frankfurt", project="ops"))
+        other.close()
+        hits = recall(server, "where is the VPN gateway", project="ops")
+        assert hits[0]["id"] == later["id"] and len(checks) == 3  # the other handle's first check, then ours
+        assert read_memories(server).live is not snapshot.live
