@@ -3,10 +3,11 @@
 Every memory operation reads the events once (`read_events`) and works on that `Memories`
 snapshot: the write path resolves against its state, recall scores its live memories, and both
 hand it down as a value. Nothing here is invalidated by a caller: a snapshot never changes, and
-`Snapshots` (one per `VaultMemory` handle) only reuses work keyed on the event set itself —
-the fold applies just the events added since the last read, and what is derived from the fold
-(live, neighbours, associations: O(n) each) is reused while the event set and the minute stay
-the same.
+`Snapshots` (one per `VaultMemory` handle) only reuses work keyed on the event set itself, its
+`EventSet.key` (count, last id; events are only ever added): the fold applies just the events
+added since the last read and is skipped while the key is unchanged, and what is derived from
+the fold (live, neighbours, associations: O(n) each) is reused while the key and the minute
+stay the same.
 """
 
 from __future__ import annotations
@@ -112,14 +113,17 @@ class Snapshots:
         self._fold = IncrementalFold()
         self._state: Mapping[str, Observation] = MappingProxyType({})
         self._version = 0  # the fold's version `_state` is a copy of
+        self._folded: EventKey | None = None  # the event set last handed to the fold
         self._last: Memories | None = None
 
     def read(self, engram_dir: Path, now: datetime) -> Memories:
         """Returns the memories of the vault's events as they are now on disk, at `now`."""
         events = read_events(engram_dir)
-        state = self._fold.update(events.events)
-        if self._fold.version != self._version:  # copied once per change: the fold's dict changes in place
-            self._state, self._version = MappingProxyType(dict(state)), self._fold.version
+        if events.key != self._folded:  # even finding nothing new is O(n): a recall at 20k memories +11 ms
+            state = self._fold.update(events.events)
+            if self._fold.version != self._version:  # copied once per change: the fold's dict changes in place
+                self._state, self._version = MappingProxyType(dict(state)), self._fold.version
+            self._folded = events.key
         last = self._last
         same = last is not None and last.events.key == events.key and _minute(last.now) == _minute(now)
         self._last = Memories(events, self._state, now, last._derived if same and last else None)
