@@ -51,8 +51,8 @@ def compile_now(vault: Path, embedder: FakeEmbedder) -> None:
 @pytest.fixture
 def vault(make_vault, embedder) -> Path:
     vault = make_vault(NOTES)
-    with VaultMemory(vault, Settings(now=NOW), embedder=embedder) as service:
-        store_memory(service, MemoryInput(content="Deploys go out on Tuesdays", project="ops"))
+    with VaultMemory(vault, Settings(now=NOW), embedder=embedder) as memory:
+        store_memory(memory, MemoryInput(content="Deploys go out on Tuesdays", project="ops"))
     compile_now(vault, embedder)
     return vault
 
@@ -100,8 +100,8 @@ def test_edited_missing_and_leftover_pages_are_named(vault):
 
 
 def test_memory_events_after_the_compile_make_memory_pages_stale(vault, embedder):
-    with VaultMemory(vault, Settings(now=NOW), embedder=embedder) as service:
-        store_memory(service, MemoryInput(content="Rollbacks use the previous image tag", project="ops"))
+    with VaultMemory(vault, Settings(now=NOW), embedder=embedder) as memory:
+        store_memory(memory, MemoryInput(content="Rollbacks use the previous image tag", project="ops"))
     assert problems(vault) == [(".engram/journal.jsonl", "stale-memory")]
     compile_now(vault, embedder)
     assert problems(vault) == []

@@ -103,7 +103,8 @@ def test_memory_pages_and_recall_on_the_demo_project(compiled):
     assert "login-refactor" in project and "pie title Failures by component" in project
     with VaultMemory(vault, load_settings(vault)) as memories:
         hits = recall(memories, "how do we roll back a bad deploy?", 3, project="acme-payments", reinforce=False)
-        replaced = store_memory(memories, memories_input("The team decided to abandon TypeScript for Go in new backend services"))
+        replaced = store_memory(memories, memories_input(
+            "The team decided to abandon TypeScript for Go in new backend services"))
     assert hits[0]["title"].startswith("Deploys are blue-green")
     assert replaced["action"] == "replaced" and "typescript" in replaced["reason"]
 

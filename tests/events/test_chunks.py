@@ -96,7 +96,7 @@ def vault(make_vault) -> Path:
     return make_vault({"Home.md": "# Home\n"})
 
 
-def service(vault: Path, embedder) -> VaultMemory:
+def open_memory(vault: Path, embedder) -> VaultMemory:
     return VaultMemory(vault, Settings(), embedder=embedder)
 
 
@@ -219,7 +219,7 @@ def test_bad_input_is_quarantined_naming_the_chunk_and_the_rest_imports(vault, f
     assert about(truncated) == [f"chunk {truncated} quarantined: truncated gzip (the file ends mid-stream)"]
     assert "not JSON" in about(not_json)[0] and "hashes to" in about(wrong_id)[0]
     assert "gzip bomb" in about(bomb)[0] and "importance" in about(bad_event)[0]
-    with service(vault, fake_embedder) as memories:
+    with open_memory(vault, fake_embedder) as memories:
         assert set(read_memories(memories).state) == {"obs-good"}  # the rest of the chunk still imports
     outside = {p for p in tmp_path.rglob("*") if not p.is_relative_to(vault)}
     assert outside == set()  # nothing written outside the vault
@@ -250,7 +250,7 @@ def test_tombstones_win_over_older_upserts_in_any_order(vault, fake_embedder):
     put_chunk(vault, encode_chunk([], [deleted]))
     put_chunk(vault, encode_chunk([], [older]))
     import_and_compile(vault, Settings(), embedder=fake_embedder)
-    with service(vault, fake_embedder) as memories:
+    with open_memory(vault, fake_embedder) as memories:
         assert not read_memories(memories).state["obs-t"].live and "obs-t" not in read_memories(memories).live
 
 
@@ -278,7 +278,7 @@ def test_merge_manifest_driver_command(tmp_path):
 
 def test_listed_but_missing_and_unlisted_chunks_are_reported_and_adopted(vault, fake_embedder):
     write_manifest(vault / ".engram", [ManifestEntry("deadbeef", "server", "2026-01-01T00:00:00Z", 1, 1, 0)])
-    with service(vault, fake_embedder) as memories:
+    with open_memory(vault, fake_embedder) as memories:
         store_new(memories, MemoryInput("An exported memory that lost its manifest entry", project="p"))
     export_memories(vault, Settings())
     (vault / ".engram/manifest.json").write_bytes(manifest_bytes([ManifestEntry("deadbeef", "server",
@@ -287,7 +287,7 @@ def test_listed_but_missing_and_unlisted_chunks_are_reported_and_adopted(vault, 
     assert found.missing == ["deadbeef"] and len(found.unlisted) == 1
     assert any("listed but its file is missing" in w.message for w in found.warnings)
     assert any("not listed" in w.message for w in found.warnings)
-    with service(vault, fake_embedder) as memories:
+    with open_memory(vault, fake_embedder) as memories:
         assert len(read_memories(memories).state) == 1  # an unlisted chunk still imports
     again = export_memories(vault, Settings())
     assert again["chunk"] is None and again["adopted"] == found.unlisted
@@ -297,7 +297,7 @@ def test_listed_but_missing_and_unlisted_chunks_are_reported_and_adopted(vault, 
 # -- export: per event, idempotent --------------------------------------------------------------
 
 def test_export_is_per_event_not_a_timestamp_watermark(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
+    with open_memory(vault, fake_embedder) as memories:
         early = store_new(memories, MemoryInput("Written here before pulling the newer chunk", project="p"))["id"]
     later = {"sync_id": "obs-from-elsewhere", "session_id": "s", "type": "manual", "title": "Later",
              "content": "Made on another machine, later", "project": "p", "scope": "project",

@@ -114,7 +114,8 @@ def test_export_from_sessions_is_idempotent_with_sync_ids_from_session_and_call(
     assert memory_id_for("payments", "sess-oc-1:call_1") in state
     assert memory_id_for("api", "cc-session-9:toolu_01") in state
     with VaultMemory(vault, Settings(), embedder=fake_embedder) as memories:
-        assert sum(1 for o in read_memories(memories).state.values() if o.live) == 3  # (old transcripts: archived by decay)
+        state = read_memories(memories).state
+        assert sum(1 for o in state.values() if o.live) == 3  # (old transcripts: archived by decay)
 
 
 def test_missing_paths_are_reported(tmp_path):

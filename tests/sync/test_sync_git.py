@@ -52,15 +52,15 @@ class Machine:
     vault: Path
     embedder: FakeEmbedder
 
-    def service(self) -> VaultMemory:
+    def memory(self) -> VaultMemory:
         return VaultMemory(self.vault, SETTINGS, embedder=self.embedder)
 
     def add(self, text: str) -> str:
-        with self.service() as memories:
+        with self.memory() as memories:
             return store_new(memories, MemoryInput(text, project=f"proj-{self.name}"))["id"]
 
     def state(self) -> dict:
-        with self.service() as memories:
+        with self.memory() as memories:
             return dict(read_memories(memories).state)
 
     def sync(self, **options) -> dict:
@@ -139,7 +139,7 @@ def test_two_machines_sync_for_many_rounds_in_interleaved_orders(machines):
             known = sorted(i for i, o in machine.state().items() if o.live and i in live)
             if known:
                 victim = rng.choice(known)
-                with machine.service() as memories:
+                with machine.memory() as memories:
                     forget_memory(memories, victim)
                 live.discard(victim)
                 gone.add(victim)
