@@ -50,9 +50,11 @@ class IndexedEvents:
         return all(e.op in TEXT_NEUTRAL or e.id in self.written for e in events.events[count:])
 
     def checked_against(self, events: EventSet) -> None:
+        """Records that the index is in step with `events` (all of them)."""
         self.checked, self.written = events.key, set()
 
-    def indexed(self, events: Iterable[MemoryEvent]) -> None:
+    def wrote(self, events: Iterable[MemoryEvent]) -> None:
+        """Records `events` as reflected: the write path indexed what they wrote as it appended them."""
         self.written.update(e.id for e in events)
 
 
@@ -69,7 +71,7 @@ class VaultMemory:
         self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.replace_min,
                                  settings.merge_max_chars, settings.associate_min, settings.associate_max)
         self.snapshots = Snapshots()
-        self.indexed = IndexedEvents()
+        self.indexed_events = IndexedEvents()
         self._fixed_now = now or (parse_time(settings.now) if settings.now else None)
         self._embedder = embedder
         self._index: MemoryIndex | None = None
@@ -112,11 +114,11 @@ def sync_index(vault: VaultMemory, memories: Memories) -> int:
     """Brings the memory index in step with `memories` (events from another process become
     searchable); returns how many texts were embedded. Checking every memory is O(n): skipped
     while the index already reflects these events."""
-    if vault.indexed.reflect(memories.events):
-        vault.indexed.checked_against(memories.events)  # the next check starts from here
+    if vault.indexed_events.reflect(memories.events):
+        vault.indexed_events.checked_against(memories.events)  # the next check starts from here
         return 0
     embedded = memory_index.sync_index(vault.index(), memories.indexed, vault.embedder, vault.identity)
-    vault.indexed.checked_against(memories.events)
+    vault.indexed_events.checked_against(memories.events)
     return embedded
 
 

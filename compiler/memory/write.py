@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,7 @@ def event_id(op: str, memory_id: str) -> str:
     return "ev-" + hashlib.sha256(f"{op}\x00{memory_id}".encode()).hexdigest()[:16]
 
 
-def answer(decision: Decision, obs: Observation, now: Any) -> dict[str, Any]:
+def answer(decision: Decision, obs: Observation, now: datetime) -> dict[str, Any]:
     """Returns what a write answers: the action, the memory it went to, and why."""
     result = {"action": decision.action, "id": obs.id, "title": obs.title, "project": obs.project,
               "category": obs.category, "strength": round(obs.strength(now), 4)}
@@ -189,7 +190,7 @@ def reindex(vault: VaultMemory, state: dict[str, Observation], events: Sequence[
     before = {live[i].follows for i in ids if i in live}  # their context gained the new memories
     touched = (before | {live[i].follows for i in before if i in live}) - set(ids)
     vault.index().put_keywords([live[i] for i in sorted(touched) if i in live], context)
-    vault.indexed.indexed(events)
+    vault.indexed_events.wrote(events)
 
 
 def count_actions(results: Sequence[dict[str, Any]]) -> dict[str, int]:
