@@ -26,7 +26,8 @@ from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.embedder import load_embedder  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
-from compiler.memory.service import MemoryService  # noqa: E402
+from compiler.memory.vault import VaultMemory  # noqa: E402
+from compiler.memory.write import write_memories  # noqa: E402
 
 SUBJECTS = ["The payments API", "The billing worker", "Our staging cluster", "The data pipeline", "The search service",
             "The mobile app", "The auth gateway", "The nightly backup", "The analytics warehouse", "The CI runner",
@@ -75,8 +76,8 @@ def run(count: int, queries: int) -> dict:
     figures["embed_2000_seconds"] = round(time.perf_counter() - started, 2)
     print(f"importing {count} memories…", file=sys.stderr)
     started = time.perf_counter()
-    with MemoryService(vault, settings) as memories:
-        result = memories.add_many(items)
+    with VaultMemory(vault, settings) as memories:
+        result = write_memories(memories, items)
     figures["import_seconds"] = round(time.perf_counter() - started, 1)
     figures["import_per_second"] = round(count / figures["import_seconds"], 1)
     figures["actions"] = result["actions"]
@@ -97,7 +98,7 @@ def run(count: int, queries: int) -> dict:
 
 def _recall_latency(vault: Path, settings, queries: int) -> dict:
     rng = random.Random(11)
-    with MemoryService(vault, settings) as memories:
+    with VaultMemory(vault, settings) as memories:
         recall(memories, "warm up", 5, reinforce=False)
         times = []
         for _ in range(queries):

@@ -31,7 +31,8 @@ from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.embedder import load_embedder  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
-from compiler.memory.service import MemoryService  # noqa: E402
+from compiler.memory.vault import VaultMemory  # noqa: E402
+from compiler.memory.write import write_memories  # noqa: E402
 from compiler.notes.search import hybrid_search, vector_search  # noqa: E402
 
 # (fact in English, fact in Spanish, question in English, question in Spanish)
@@ -108,9 +109,9 @@ def run_direction(store_spanish: bool, model: str) -> dict[str, float]:
     (vault / ".engram").mkdir()
     settings = load_settings(vault, model=model, now="2026-11-30 12:00:00")
     try:
-        with MemoryService(vault, settings) as memories:
-            stored = memories.add_many([MemoryInput(content=f[1] if store_spanish else f[0], project="p",
-                                                    source_id=f"fact-{n}") for n, f in enumerate(FACTS)])
+        with VaultMemory(vault, settings) as memories:
+            stored = write_memories(memories, [MemoryInput(content=f[1] if store_spanish else f[0], project="p",
+                                                           source_id=f"fact-{n}") for n, f in enumerate(FACTS)])
             ids = [r["id"] for r in stored["results"]]
             ranks = []
             for n, fact in enumerate(FACTS):

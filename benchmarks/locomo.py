@@ -3,7 +3,7 @@
     python benchmarks/locomo.py --data ../shared/data/locomo-dev.json [--k 5] [--json]
 
 For each conversation: a fresh vault; every turn stored through the product's own store path
-(`MemoryService.add_many`) as "[<session date>] <speaker>: <text>" (plus " [shares <caption>]"
+(`compiler.memory.write.write_memories`) as "[<session date>] <speaker>: <text>" (plus " [shares <caption>]"
 when an image was shared), source_id = the turn's dia_id, importance 1.0, the memory clock at
 the conversation's last session date. Every question of category 1–4 is answered with the
 product's `recall` (default settings; recall events are not recorded, so one question does not
@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
-from compiler.memory.service import MemoryService  # noqa: E402
+from compiler.memory.vault import VaultMemory, read_memories  # noqa: E402
+from compiler.memory.write import write_memories  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DEPTH = 10  # recall this many: Hit@k, Recall@10 and MRR all come from one recall per question
@@ -93,12 +94,12 @@ def run_conversation(sample: dict[str, Any], k: int) -> dict[str, Any]:
     text_of = {dia: bare for dia, _, bare in stored}
     items = [MemoryInput(content=text, project="locomo", importance=1.0, source_id=dia) for dia, text, _ in stored]
     try:
-        with MemoryService(vault, settings) as memories:
+        with VaultMemory(vault, settings) as memories:
             memories.embedder().embed(["warm up"])
             started = time.perf_counter()
-            result = memories.add_many(items)
+            result = write_memories(memories, items)
             store_seconds = time.perf_counter() - started
-            live = len(memories.live())
+            live = len(read_memories(memories).live)
             rows, latencies, lengths = [], [], []
             for qa in sample["qa"]:
                 if qa.get("category") not in CATEGORIES:

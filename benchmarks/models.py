@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bilingual import FACTS  # noqa: E402
 from locomo import turns  # noqa: E402
-from tests.test_contradiction import PAIRS as CONTRADICTION_PAIRS  # noqa: E402
+from tests.memory.test_contradiction import PAIRS as CONTRADICTION_PAIRS  # noqa: E402
 
 from compiler.core.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL, load_settings  # noqa: E402
 from compiler.index.embedder import embed_query, load_embedder  # noqa: E402

@@ -1,7 +1,8 @@
 """`engram memory|recall|track|handoff|maintain`: thin adapters over the memory library.
 
-Each command opens a MemoryService, calls one library function and prints its dict: as JSON
-with --json, else as a short human line. Errors a caller can cause exit 1 with one clear line.
+Each command opens the vault's memory (`VaultMemory`), calls one library function — the one the
+MCP tool of the same job calls — and prints its dict: as JSON with --json, else as a short human
+line. Errors a caller can cause are answered once, by `EngramGroup`: exit 1 with one clear line.
 """
 
 from __future__ import annotations
@@ -10,20 +11,25 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from compiler.cli.common import common_options, emit_json, vault_and_settings
 
+if TYPE_CHECKING:
+    from compiler.memory.vault import VaultMemory
 
-def _service_call(vault: str | None, now: str | None, action: Callable[[Any], Any]) -> Any:
-    """Opens the vault's memories, runs `action` on them and returns its result."""
-    from compiler.memory.service import MemoryService
+T = TypeVar("T")
+
+
+def _memory_call(vault: str | None, now: str | None, action: Callable[[VaultMemory], T]) -> T:
+    """Opens the vault's memory, runs `action` on it and returns its result."""
+    from compiler.memory.vault import VaultMemory
 
     root, settings = vault_and_settings(vault, now=now)
-    with MemoryService(root, settings) as service:
-        return action(service)
+    with VaultMemory(root, settings) as memory:
+        return action(memory)
 
 
 def _print(result: Any, as_json: bool, human: Callable[[Any], str]) -> None:
@@ -57,10 +63,11 @@ def memory_add(content: str, title: str, project: str, category: str, importance
                topic_key: str, source_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
     """Store CONTENT: answers new, reinforced, merged or replaced."""
     from compiler.memory.input import MemoryInput
+    from compiler.memory.write import store_memory
 
     item = MemoryInput(content=content, title=title, project=project, category=category, importance=importance,
                        type=type_, topic_key=topic_key, source_id=source_id)
-    _print(_service_call(vault, now, lambda s: s.add(item)), as_json, _line)
+    _print(_memory_call(vault, now, lambda m: store_memory(m, item)), as_json, _line)
 
 
 @memory_group.command("import")
@@ -68,14 +75,11 @@ def memory_add(content: str, title: str, project: str, category: str, importance
 @common_options
 def memory_import(file: Path, vault: str | None, now: str | None, as_json: bool) -> None:
     """Store every memory of a JSON-lines FILE (content, title, project, category, importance, created_at, source_id)."""
-    from compiler.memory.service import read_import_file
+    from compiler.memory.write import import_memories
 
-    items, warnings = read_import_file(file)
-    for warning in warnings:
-        click.echo(f"warning: {warning.file}:{warning.line}: {warning.message}", err=True)
-    result = _service_call(vault, now, lambda s: s.add_many(items))
-    summary = {"read": len(items), "skipped": [w.to_dict() for w in warnings], "actions": result["actions"],
-               "embedded": result["embedded"]}
+    summary = _memory_call(vault, now, lambda m: import_memories(m, file))
+    for warning in summary["skipped"]:
+        click.echo(f"warning: {warning['file']}:{warning['line']}: {warning['message']}", err=True)
     _print(summary, as_json, lambda r: f"imported {r['read']} lines: {r['actions']} · {r['embedded']} embedded")
 
 
@@ -88,7 +92,9 @@ def memory_import(file: Path, vault: str | None, now: str | None, as_json: bool)
 def memory_update(memory_id: str, content: str | None, title: str | None, importance: float | None,
                   vault: str | None, now: str | None, as_json: bool) -> None:
     """Rewrite a memory; the old version stays in its history."""
-    result = _service_call(vault, now, lambda s: s.update(memory_id, content, importance, title))
+    from compiler.memory.edits import update_memory
+
+    result = _memory_call(vault, now, lambda m: update_memory(m, memory_id, content, importance, title))
     _print(result, as_json, lambda r: f"updated: {r['id']} · {r['title']}")
 
 
@@ -97,7 +103,9 @@ def memory_update(memory_id: str, content: str | None, title: str | None, import
 @common_options
 def memory_forget(memory_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
     """Forget a memory (kept in the log; `restore` brings it back)."""
-    _print(_service_call(vault, now, lambda s: s.forget(memory_id)), as_json, lambda r: f"forgotten: {r['id']}")
+    from compiler.memory.edits import forget_memory
+
+    _print(_memory_call(vault, now, lambda m: forget_memory(m, memory_id)), as_json, lambda r: f"forgotten: {r['id']}")
 
 
 @memory_group.command("restore")
@@ -105,7 +113,9 @@ def memory_forget(memory_id: str, vault: str | None, now: str | None, as_json: b
 @common_options
 def memory_restore(memory_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
     """Bring back an archived, forgotten or consolidated memory."""
-    _print(_service_call(vault, now, lambda s: s.restore(memory_id)), as_json, lambda r: f"restored: {r['id']}")
+    from compiler.memory.edits import restore_memory
+
+    _print(_memory_call(vault, now, lambda m: restore_memory(m, memory_id)), as_json, lambda r: f"restored: {r['id']}")
 
 
 @memory_group.command("show")
@@ -113,7 +123,9 @@ def memory_restore(memory_id: str, vault: str | None, now: str | None, as_json: 
 @common_options
 def memory_show(memory_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
     """Print one memory with its history and sources."""
-    _print(_service_call(vault, now, lambda s: s.describe(memory_id)), as_json,
+    from compiler.memory.edits import show_memory
+
+    _print(_memory_call(vault, now, lambda m: show_memory(m, memory_id)), as_json,
            lambda r: json.dumps(r, indent=2, ensure_ascii=False))
 
 
@@ -123,7 +135,7 @@ def memory_stats_command(vault: str | None, now: str | None, as_json: bool) -> N
     """Totals, by category, average strength, last maintenance, failures, active features."""
     from compiler.memory.engineering import memory_stats
 
-    _print(_service_call(vault, now, memory_stats), as_json, lambda r: json.dumps(r, indent=2, ensure_ascii=False))
+    _print(_memory_call(vault, now, memory_stats), as_json, lambda r: json.dumps(r, indent=2, ensure_ascii=False))
 
 
 @click.command("recall")
@@ -139,8 +151,8 @@ def recall_command(query: tuple[str, ...], limit: int, project: str, category: s
     (token vectors) × strength + graph bonus. Recalling reinforces."""
     from compiler.memory.recall import recall
 
-    hits = _service_call(vault, now, lambda s: recall(s, " ".join(query), limit, project=project,
-                                                       category=category, reinforce=not no_reinforce))
+    hits = _memory_call(vault, now, lambda m: recall(m, " ".join(query), limit, project=project,
+                                                     category=category, reinforce=not no_reinforce))
     _print(hits, as_json, lambda hs: "\n".join(f"{h['score']:.2f}  {h['id']}  [{h['project']}/{h['category']}] "
                                                 f"{h['title']}" for h in hs) or "no memories")
 
@@ -164,8 +176,8 @@ def track_failure_command(error: str, component: str, severity: str, root_cause:
     """Record a failure (importance critical 0.9, major 0.7, minor 0.5)."""
     from compiler.memory.engineering import track_failure
 
-    result = _service_call(vault, now, lambda s: track_failure(s, error, component, severity, root_cause, fix,
-                                                                tests, project))
+    result = _memory_call(vault, now, lambda m: track_failure(m, error, component, severity, root_cause, fix,
+                                                               tests, project))
     _print(result, as_json, _line)
 
 
@@ -184,8 +196,8 @@ def track_progress_command(feature: str, status: str, completion: int | None, bl
     """Create or update the one live progress record of a feature."""
     from compiler.memory.engineering import track_progress
 
-    result = _service_call(vault, now, lambda s: track_progress(s, feature, status, completion, blockers,
-                                                                 quality_score, notes, project))
+    result = _memory_call(vault, now, lambda m: track_progress(m, feature, status, completion, blockers,
+                                                                quality_score, notes, project))
     _print(result, as_json, lambda r: f"{r['action']}: {r['id']} · {r['feature']} → {r['status']}")
 
 
@@ -207,8 +219,8 @@ def handoff_save(summary: str, completed: tuple[str, ...], in_progress: tuple[st
     """Save a handoff for the next session."""
     from compiler.memory.engineering import save_handoff
 
-    result = _service_call(vault, now, lambda s: save_handoff(s, summary, completed, in_progress, blocked,
-                                                               next_steps, project))
+    result = _memory_call(vault, now, lambda m: save_handoff(m, summary, completed, in_progress, blocked,
+                                                              next_steps, project))
     _print(result, as_json, _line)
 
 
@@ -219,7 +231,7 @@ def handoff_load(project: str, vault: str | None, now: str | None, as_json: bool
     """Print the latest handoff of a project."""
     from compiler.memory.engineering import load_handoff
 
-    result = _service_call(vault, now, lambda s: load_handoff(s, project))
+    result = _memory_call(vault, now, lambda m: load_handoff(m, project))
     if result is None and not as_json:
         click.echo("no handoff yet", err=True)
         sys.exit(0)
@@ -232,7 +244,7 @@ def maintain_command(vault: str | None, now: str | None, as_json: bool) -> None:
     """Consolidate near-duplicate memories and archive faded ones (compile does this too)."""
     from compiler.memory.maintenance import run_maintenance
 
-    _print(_service_call(vault, now, run_maintenance), as_json,
+    _print(_memory_call(vault, now, run_maintenance), as_json,
            lambda r: f"consolidated {r['consolidated']} memories in {r['clusters']} clusters · {r['archived']} archived")
 
 

@@ -54,7 +54,7 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
     root = vault.resolve()
     report = CheckReport()
     state, reason = load_state(root / ".engram" / "cache" / "state.json")
-    events, warnings = _memory_events(root, settings)
+    events, warnings = _memory_events(root)
     report.events = len(events)
     if reason:
         report.problems.append(BuildWarning(".engram/cache/state.json", 0,
@@ -127,18 +127,17 @@ def _check_memory_pages(state: BuildState, events: list[Any]) -> list[BuildWarni
                          "pages are out of date", "stale-memory")]
 
 
-def _memory_events(root: Path, settings: Settings) -> tuple[list[Any], list[BuildWarning]]:
+def _memory_events(root: Path) -> tuple[list[Any], list[BuildWarning]]:
     """Returns every memory event (chunks and journal) and a problem for each record or file it had to skip.
 
     The chunk reader reports unreadable chunks, quarantined records, and a manifest that is
     unreadable or lists a chunk that is missing; the journal reader, corrupt lines.
     """
-    from compiler.memory.service import MemoryService
+    from compiler.memory.snapshot import read_events
 
-    with MemoryService(root, settings) as service:
-        events, warnings = service.events()
+    events = read_events(root.resolve() / ".engram")
     kinds = {"journal": "corrupt-journal", "chunk": "corrupt-chunk"}
-    return events, [BuildWarning(w.file, w.line, w.message, kinds.get(w.kind, w.kind)) for w in warnings]
+    return list(events), [BuildWarning(w.file, w.line, w.message, kinds.get(w.kind, w.kind)) for w in events.warnings]
 
 
 def _check_journal_tail(root: Path) -> list[BuildWarning]:

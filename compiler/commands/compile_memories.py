@@ -26,7 +26,8 @@ from compiler.memory.maintenance import (
     run_maintenance,
 )
 from compiler.memory.model import Observation, archived
-from compiler.memory.service import MemoryService
+from compiler.memory.snapshot import EventSet, Memories
+from compiler.memory.vault import VaultMemory, read_memories
 from compiler.render.memory import (
     project_links,
     read_edited_content,
@@ -56,33 +57,39 @@ def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, pa
     """Returns the memory part of a build. `page_ids` maps the observation pages of the last build
     to their memory ids; `written` maps every vault-relative page to the sha256 we last wrote."""
     result = MemoryStage()
-    with MemoryService(root, settings, embedder=embedder) as service:
-        events, result.warnings = service.events()
-        if not events:
+    with VaultMemory(root, settings, embedder=embedder) as vault:
+        before = read_memories(vault)
+        result.warnings = list(before.events.warnings)
+        if not before.events:
             return result
-        result.edits = _take_page_edits(root, settings.out, service, page_ids, written)
-        result.maintenance = _maintain_if_due(service, events)
-        result.state = service.state()
-        pruned = archived(result.state, service.now())
-        result.pages, result.page_ids = render_memory_pages(result.state, pruned, service.now(), env)
-        result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
-        result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
-        result.archived = len(pruned)
-        result.events_digest = events_digest(service.events()[0])
+        result.edits = _take_page_edits(vault, settings.out, before, page_ids, written)
+        result.maintenance = _maintain_if_due(vault, before.events)
+        _render(result, read_memories(vault), env)
     return result
 
 
-def _maintain_if_due(service: MemoryService, events: list[MemoryEvent]) -> dict[str, Any]:
+def _render(result: MemoryStage, memories: Memories, env: jinja2.Environment) -> None:
+    """Fills `result` with the pages of `memories`, the project links and the counts."""
+    result.state = dict(memories.state)
+    pruned = archived(result.state, memories.now)
+    result.pages, result.page_ids = render_memory_pages(result.state, pruned, memories.now, env)
+    result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
+    result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
+    result.archived = len(pruned)
+    result.events_digest = events_digest(memories.events)
+
+
+def _maintain_if_due(vault: VaultMemory, events: EventSet) -> dict[str, Any]:
     """Maintains when new events arrived since the last maintenance, or every `maintenance_hours`."""
-    if not maintenance_due(service, events):
-        return {"skipped": True, **last_maintenance(service.engram)}
-    return run_maintenance(service)
+    if not maintenance_due(vault, events):
+        return {"skipped": True, **last_maintenance(vault.engram)}
+    return run_maintenance(vault)
 
 
-def _take_page_edits(root: Path, out: str, service: MemoryService, page_ids: Mapping[str, str],
+def _take_page_edits(vault: VaultMemory, out: str, memories: Memories, page_ids: Mapping[str, str],
                      written: Mapping[str, str]) -> list[str]:
     """Turns edited observation pages into update events; returns the ids updated."""
-    state = service.state()
+    root, state = vault.root, memories.state
     events: list[MemoryEvent] = []
     for page, memory_id in sorted(page_ids.items()):
         path = root / out / page
@@ -93,8 +100,8 @@ def _take_page_edits(root: Path, out: str, service: MemoryService, page_ids: Map
             continue
         content = read_edited_content(data.decode("utf-8", errors="replace"))
         if content and content != state[memory_id].content:
-            events.append(MemoryEvent(new_id("ev-"), "update", memory_id, format_time(service.now()),
+            events.append(MemoryEvent(new_id("ev-"), "update", memory_id, format_time(vault.now()),
                                       {"content": content, "source": f"edited {out}/{page}"}))
     if events:
-        append_events(service.engram, events)
+        append_events(vault.engram, events)
     return [e.memory for e in events]

@@ -1,6 +1,6 @@
 """The chunks of a vault: every `.engram/chunks/*.jsonl.gz`, read once per process, checked against the manifest.
 
-`read_chunk_events` is what `MemoryService.events()` adds to the journal. A chunk file is
+`read_chunk_events` is what `memory.snapshot.read_events` adds to the journal. A chunk file is
 immutable and named by its content, so a parsed chunk is cached in memory by (path, size,
 mtime). Every problem becomes a warning naming the chunk (kind "chunk"): the bad record or
 chunk is quarantined, the rest imports. A chunk listed in the manifest but missing, or present

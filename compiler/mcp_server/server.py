@@ -2,11 +2,12 @@
 
 Each tool calls one library function and answers its value as JSON text: the value the CLI
 prints with --json. Calls run one at a time on one worker thread (SQLite and Chroma handles stay
-on it), and so does maintenance, at start and every `maintenance_hours`. Memory state is folded
-from the journal on every call and Chroma is reopened when another process wrote to it, so a
-concurrent `engram compile` or `engram memory add` is seen. Input a caller can get wrong (types,
-missing fields, oversized text, unknown ids, paths outside the vault) is a tool error with one
-clear message, and the server goes on.
+on it), and so does maintenance, at start and every `maintenance_hours`. One long-lived
+`VaultMemory` serves every call: the events are re-read on each (its fold applies only the new
+ones) and Chroma is reopened when another process wrote to it, so a concurrent `engram compile`
+or `engram memory add` is seen. An expected failure (compiler.core.errors.EXPECTED: input a
+caller can get wrong, an unknown id, a busy vault, a path outside the vault) is a tool error
+with one clear line (`MemoryServer._run`, the one handler), and the server goes on.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Annotated, Any, Literal
 
 from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from compiler.commands.setup import MEMORY_RULES
-from compiler.core.errors import InputError
+from compiler.core.errors import EXPECTED, InputError, describe
 from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
-from compiler.memory.input import MemoryInput, validate
-from compiler.memory.service import MemoryService
+from compiler.memory.input import MemoryInput
+from compiler.memory.vault import VaultMemory
 from compiler.notes.records import NOTE_SUFFIXES
 
 MAX_QUERY_CHARS = 2000
@@ -97,30 +99,6 @@ def memory_from_metadata(content: str, importance: float, category: str, metadat
     return MemoryInput(content=content, importance=importance, category=category, fields=details, **text)
 
 
-def save_observation(service: MemoryService, item: MemoryInput) -> dict[str, Any]:
-    """engram's mem_save: a `topic_key` names an evolving topic, so a later save updates that memory."""
-    clean = validate(item)
-    current = [o for o in service.state().values() if clean.topic_key and o.live and o.kind == clean.kind
-               and o.project == clean.project and o.topic_key == clean.topic_key]
-    if not current:
-        return service.add(item)
-    updated = service.update(current[0].id, clean.content, title=clean.title)
-    return {"action": "updated", "id": updated["id"], "title": updated["title"], "project": updated["project"]}
-
-
-def memory_context(service: MemoryService, project: str = "", limit: int = 20) -> dict[str, Any]:
-    """Returns the latest handoff and the most recently changed live memories of `project` (or all)."""
-    from compiler.memory.engineering import load_handoff
-
-    now = service.now()
-    live = [o for o in service.live().values() if (not project or o.project == project) and o.kind != "handoff"]
-    recent = sorted(live, key=lambda o: (o.updated_at or o.created_at, o.id), reverse=True)[:limit]
-    return {"project": project or "(all)", "handoff": load_handoff(service, project),
-            "memories": [{"id": o.id, "title": o.title, "content": o.content, "project": o.project,
-                          "category": o.category, "type": o.type, "updated_at": o.updated_at or o.created_at,
-                          "strength": round(o.strength(now), 4)} for o in recent]}
-
-
 def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
 
@@ -134,28 +112,28 @@ class MemoryServer:
         self.project = project
         self._embedder = embedder
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-memory")
-        self._service: MemoryService | None = None
+        self._memory: VaultMemory | None = None
         self._stop = threading.Event()
 
-    async def call(self, action: Callable[[MemoryService], Any]) -> str:
-        """Runs `action(service)` on the worker; returns its value as JSON text."""
+    async def call(self, action: Callable[[VaultMemory], Any]) -> str:
+        """Runs `action(memory)` on the worker; returns its value as JSON text."""
         return await asyncio.wrap_future(self._worker.submit(self._run, action))
 
-    def _run(self, action: Callable[[MemoryService], Any]) -> str:
-        from compiler.core.errors import BusyError, ModelLoadError, NotFoundError
-
-        if self._service is None:  # one service: its fold is incremental, only new journal lines are read
-            self._service = MemoryService(self.vault, self.settings, embedder=self._embedder)
+    def _run(self, action: Callable[[VaultMemory], Any]) -> str:
+        """Returns `action`'s value as JSON text. The one error handler of the tools: an expected
+        failure becomes a tool error with its one line (FastMCP answers any exception a tool raises
+        as an error result); anything else is logged with its traceback and raised as it is."""
+        if self._memory is None:  # one handle for every call: its fold is incremental, its model loaded once
+            self._memory = VaultMemory(self.vault, self.settings, embedder=self._embedder)
         try:
-            return to_json(action(self._service))
-        except (InputError, NotFoundError, InputError, NotFoundError, BusyError,
-                ModelLoadError):
-            raise  # the caller's to fix: FastMCP answers a tool error with the message
+            return to_json(action(self._memory))
+        except EXPECTED as error:
+            raise ToolError(describe(error)) from error
         except Exception:
             log.exception("tool call failed")
             raise
         finally:
-            self._service.close()  # Chroma and SQLite handles live for one call: others may write before the next
+            self._memory.close()  # Chroma and SQLite handles live for one call: others may write before the next
 
     def start_maintenance(self) -> None:
         """Maintains now, then every `maintenance_hours`, on the worker (between tool calls)."""
@@ -180,6 +158,7 @@ class MemoryServer:
 
 def build_server(memory: MemoryServer) -> FastMCP:
     """Returns the FastMCP server with every tool bound to `memory`."""
+    from compiler.memory import edits, write
     from compiler.memory import engineering as eng
     from compiler.memory.maintenance import run_maintenance
     from compiler.memory.recall import recall
@@ -195,18 +174,18 @@ def build_server(memory: MemoryServer) -> FastMCP:
                       "whenever you learn something new; near-duplicates are merged, contradictions replace.")
     async def store_memory(content: Text, importance: Importance, category: Category = "fact",
                            metadata: dict[str, Any] | None = None) -> str:
-        return await memory.call(lambda s: s.add(memory_from_metadata(content, importance, category,
-                                                                      metadata or {}, default)))
+        return await memory.call(lambda m: write.store_memory(m, memory_from_metadata(content, importance, category,
+                                                                                      metadata or {}, default)))
 
     @tool(description="Recall memories relevant to a question, best first. Call it FIRST, before starting a "
                       "task, and whenever past context could help.")
     async def recall_memory(query: Query, top_k: Annotated[int, Field(ge=1, le=100)] = 5) -> str:
-        return await memory.call(lambda s: recall(s, query, top_k, project=default))
+        return await memory.call(lambda m: recall(m, query, top_k, project=default))
 
     @tool(description="Rewrite a memory that changed; the old version stays in its history. Call it when a "
                       "recalled memory is outdated or wrong.")
     async def update_memory(memory_id: MemoryId, new_content: Text, importance: Importance | None = None) -> str:
-        return await memory.call(lambda s: s.update(memory_id, new_content, importance))
+        return await memory.call(lambda m: edits.update_memory(m, memory_id, new_content, importance))
 
     @tool(description="Fold near-duplicate memories together and archive faded ones. Rarely needed: the "
                       "server does it at start and every 12 hours.")
@@ -217,7 +196,7 @@ def build_server(memory: MemoryServer) -> FastMCP:
                       "when the context is about to run out.")
     async def session_handoff(summary: Text, completed: Lines | None = None, in_progress: Lines | None = None,
                               blocked: Lines | None = None, next_steps: Lines | None = None) -> str:
-        return await memory.call(lambda s: eng.save_handoff(s, summary, completed or (), in_progress or (),
+        return await memory.call(lambda m: eng.save_handoff(m, summary, completed or (), in_progress or (),
                                                             blocked or (), next_steps or (), default))
 
     @tool(description="Overview: memories by category and project, failures by component and severity, "
@@ -230,7 +209,7 @@ def build_server(memory: MemoryServer) -> FastMCP:
     async def track_failure(error: Text, component: Line, severity: Literal["critical", "major", "minor"] = "major",
                             root_cause: Detail = "", fix: Detail = "",
                             related_test_ids: Lines | None = None) -> str:
-        return await memory.call(lambda s: eng.track_failure(s, error, component, severity, root_cause, fix,
+        return await memory.call(lambda m: eng.track_failure(m, error, component, severity, root_cause, fix,
                                                              related_test_ids or (), default))
 
     @tool(description="Create or update the one progress record of a feature. Call it when a feature's "
@@ -239,35 +218,35 @@ def build_server(memory: MemoryServer) -> FastMCP:
                              completion: Annotated[int, Field(ge=0, le=100)] | None = None,
                              blockers: Lines | None = None, quality_score: float | None = None,
                              notes: Detail = "") -> str:
-        return await memory.call(lambda s: eng.track_progress(s, feature, status, completion, blockers or (),
+        return await memory.call(lambda m: eng.track_progress(m, feature, status, completion, blockers or (),
                                                               quality_score, notes, default))
 
     @tool(description="Forget a memory that is wrong or unwanted (it stays in the log; restore_memory "
                       "brings it back).")
     async def forget_memory(memory_id: MemoryId) -> str:
-        return await memory.call(lambda s: s.forget(memory_id))
+        return await memory.call(lambda m: edits.forget_memory(m, memory_id))
 
     @tool(description="Bring back a forgotten, archived or consolidated memory.")
     async def restore_memory(memory_id: MemoryId) -> str:
-        return await memory.call(lambda s: s.restore(memory_id))
+        return await memory.call(lambda m: edits.restore_memory(m, memory_id))
 
     @tool(description="Load the latest session handoff (null when there is none). Call it at the start of a "
                       "session to pick up where the last one stopped.")
     async def load_handoff(project: Project = "") -> str:
-        return await memory.call(lambda s: eng.load_handoff(s, project or default))
+        return await memory.call(lambda m: eng.load_handoff(m, project or default))
 
     @tool(description="Search the user's notes in the vault (keywords and meaning). Call it when their notes "
                       "may hold the answer; read a hit with get_note.")
     async def search_notes(query: Query, n: Annotated[int, Field(ge=1, le=50)] = 5) -> str:
         from compiler.notes.search import Filters, hybrid_search
 
-        return await memory.call(lambda s: hybrid_search(
-            memory.vault, query, n, Filters(), embedder=s.embedder(), chroma_url=memory.settings.chroma_url,
+        return await memory.call(lambda m: hybrid_search(
+            memory.vault, query, n, Filters(), embedder=m.embedder(), chroma_url=memory.settings.chroma_url,
             graph_bonus=memory.settings.graph_bonus))
 
     @tool(description="Read one note (.md or .qmd) by its vault-relative path, as search_notes returns it.")
     async def get_note(path: Annotated[str, Field(max_length=MAX_PATH_CHARS)]) -> str:
-        return await memory.call(lambda s: read_note(memory.vault, path, memory.settings.max_note_bytes))
+        return await memory.call(lambda m: read_note(memory.vault, path, memory.settings.max_note_bytes))
 
     @tool(description="Save an observation (engram CLI style). Call it after a decision, bugfix or discovery; "
                       "a repeated topic_key updates the earlier observation.")
@@ -275,22 +254,22 @@ def build_server(memory: MemoryServer) -> FastMCP:
                        scope: Line = "project", topic_key: Line = "") -> str:
         item = MemoryInput(content=content, title=title, type=type, project=project or default, scope=scope,
                            topic_key=topic_key)
-        return await memory.call(lambda s: save_observation(s, item))
+        return await memory.call(lambda m: eng.save_observation(m, item))
 
     @tool(description="Search saved observations (engram CLI style). Call it before working on something "
                       "that may have history.")
     async def mem_search(query: Query, type: Line = "", project: Project = "",
                          limit: Annotated[int, Field(ge=1, le=100)] = 10) -> str:
-        return await memory.call(lambda s: recall(s, query, limit, project=project or default, memory_type=type))
+        return await memory.call(lambda m: recall(m, query, limit, project=project or default, memory_type=type))
 
     @tool(description="Recent observations and the last session summary of a project. Call it at session start.")
     async def mem_context(project: Project = "", limit: Annotated[int, Field(ge=1, le=200)] = 20) -> str:
-        return await memory.call(lambda s: memory_context(s, project or default, limit))
+        return await memory.call(lambda m: eng.memory_context(m, project or default, limit))
 
     @tool(description="Save the session summary (goal, discoveries, accomplished, next steps). Call it "
                       "before the session ends.")
     async def mem_session_summary(content: Text, project: Project) -> str:
-        return await memory.call(lambda s: eng.save_handoff(s, content, project=project or default))
+        return await memory.call(lambda m: eng.save_handoff(m, content, project=project or default))
 
     return server
 

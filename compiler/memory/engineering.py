@@ -1,25 +1,32 @@
-"""Engineering state on top of memories: failures, feature progress, session handoffs, stats.
+"""Engineering state on top of memories: failures, feature progress, session handoffs, stats,
+and the engram CLI's observations.
 
 - track_failure → category failure, importance critical 0.9 / major 0.7 / minor 0.5; a recurring
   failure resolves like any memory (reinforced when it is the same one).
 - track_progress → category strategy, importance by status; ONE live record per feature and
   project (an upsert: later calls update it).
 - handoff → a structured record; `load_handoff` returns the latest for a project, not whatever ranks.
+- save_observation → engram's mem_save: a `topic_key` names an evolving topic (an upsert too).
+- memory_context → the latest handoff and the most recently changed memories: a session's start.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compiler.core.clock import format_time
 from compiler.core.errors import InputError
 from compiler.events.checks import CATEGORIES
 from compiler.events.journal import MemoryEvent, new_id
-from compiler.memory.input import MemoryInput, clean_line
+from compiler.memory.edits import describe, store_new, update_memory
+from compiler.memory.input import DEFAULT_PROJECT, MemoryInput, clean_line, validate
 from compiler.memory.maintenance import last_maintenance
-from compiler.memory.service import MemoryService
+from compiler.memory.model import Observation, unarchived
+from compiler.memory.snapshot import Memories
+from compiler.memory.vault import VaultMemory, append_and_sync, read_memories
+from compiler.memory.write import store_memory
 
 SEVERITY_IMPORTANCE = {"critical": 0.9, "major": 0.7, "minor": 0.5}
 STATUS_IMPORTANCE = {"blocked": 0.9, "in_progress": 0.8, "review": 0.7, "planning": 0.6, "done": 0.5}
@@ -32,7 +39,7 @@ def _choice(value: str, allowed: dict[str, float], name: str) -> str:
     return key
 
 
-def track_failure(service: MemoryService, error: str, component: str, severity: str = "major",
+def track_failure(vault: VaultMemory, error: str, component: str, severity: str = "major",
                   root_cause: str = "", fix: str = "", related_test_ids: Sequence[str] = (),
                   project: str = "") -> dict[str, Any]:
     """Records a failure; returns the resolve answer ({"action", "id", ...})."""
@@ -42,15 +49,30 @@ def track_failure(service: MemoryService, error: str, component: str, severity: 
                                          (("Root cause", root_cause), ("Fix", fix)) if value]
     fields = {"error": error, "component": component, "severity": severity, "root_cause": root_cause,
               "fix": fix, "related_test_ids": list(related_test_ids)}
-    return service.add(MemoryInput(content="\n".join(lines), title=f"{component}: {error}", project=project,
-                                   category="failure", kind="failure", type="bugfix",
-                                   importance=SEVERITY_IMPORTANCE[severity], fields=fields))
+    return store_memory(vault, MemoryInput(content="\n".join(lines), title=f"{component}: {error}", project=project,
+                                           category="failure", kind="failure", type="bugfix",
+                                           importance=SEVERITY_IMPORTANCE[severity], fields=fields))
 
 
-def track_progress(service: MemoryService, feature: str, status: str, completion: int | None = None,
+def track_progress(vault: VaultMemory, feature: str, status: str, completion: int | None = None,
                    blockers: Sequence[str] = (), quality_score: float | None = None, notes: str = "",
                    project: str = "") -> dict[str, Any]:
     """Creates or updates the one live progress record of `feature`; returns it."""
+    item = progress_input(feature, status, completion, blockers, quality_score, notes, project)
+    feature, status = item.fields["feature"], item.fields["status"]
+    holders = on_topic(read_memories(vault).state, item.kind, item.project or DEFAULT_PROJECT, item.topic_key)
+    if not holders:
+        return {**store_memory(vault, item), "feature": feature, "status": status}
+    current = min(holders, key=lambda o: (o.created_at, o.id)).id  # the first record of the feature
+    data = {"content": item.content, "importance": item.importance, "fields": item.fields,
+            "source": "track_progress"}
+    append_and_sync(vault, [MemoryEvent(new_id("ev-"), "update", current, format_time(vault.now()), data)])
+    return {"action": "updated", "id": current, "title": item.title, "feature": feature, "status": status}
+
+
+def progress_input(feature: str, status: str, completion: int | None, blockers: Sequence[str],
+                   quality_score: float | None, notes: str, project: str) -> MemoryInput:
+    """Returns the progress record of a feature as a memory input; raises InputError."""
     status = _choice(status, STATUS_IMPORTANCE, "status")
     feature = clean_line(feature, 120)
     if not feature:
@@ -61,26 +83,32 @@ def track_progress(service: MemoryService, feature: str, status: str, completion
               "quality_score": quality_score, "notes": notes}
     content = f"{feature}: {status}" + (f", {completion}% done" if completion is not None else "") + \
         (f". Blocked by: {'; '.join(blockers)}" if blockers else "") + (f". {notes}" if notes else "")
-    item = MemoryInput(content=content, title=f"Progress: {feature}", project=project, category="strategy",
+    return MemoryInput(content=content, title=f"Progress: {feature}", project=project, category="strategy",
                        kind="progress", type="progress", topic_key=f"progress/{feature.lower()}",
                        importance=STATUS_IMPORTANCE[status], fields=fields)
-    current = _live_topic(service, item)
-    if current is None:
-        return {**service.add(item), "feature": feature, "status": status}
-    data = {"content": content, "importance": item.importance, "fields": fields, "source": "track_progress"}
-    service.write_events([MemoryEvent(new_id("ev-"), "update", current, format_time(service.now()), data)])
-    return {"action": "updated", "id": current, "title": item.title, "feature": feature, "status": status}
 
 
-def _live_topic(service: MemoryService, item: MemoryInput) -> str | None:
-    project = item.project or "default"
-    for obs in sorted(service.state().values(), key=lambda o: (o.created_at, o.id)):
-        if obs.live and obs.kind == item.kind and obs.project == project and obs.topic_key == item.topic_key:
-            return obs.id
-    return None
+def on_topic(state: Mapping[str, Observation], kind: str, project: str, topic_key: str) -> list[Observation]:
+    """Returns the live memories of a kind, project and topic key, in the order they were saved."""
+    return [o for o in state.values() if o.live and o.kind == kind and o.project == project
+            and o.topic_key == topic_key]
 
 
-def save_handoff(service: MemoryService, summary: str, completed: Sequence[str] = (), in_progress: Sequence[str] = (),
+def save_observation(vault: VaultMemory, item: MemoryInput) -> dict[str, Any]:
+    """engram's mem_save: a `topic_key` names an evolving topic, so a later save updates that memory.
+
+    Returns the store's answer, or {"action": "updated", "id", "title", "project"}.
+    """
+    clean = validate(item)
+    holders = on_topic(read_memories(vault).state, clean.kind, clean.project, clean.topic_key) \
+        if clean.topic_key else []
+    if not holders:
+        return store_memory(vault, item)
+    updated = update_memory(vault, holders[0].id, clean.content, title=clean.title)
+    return {"action": "updated", "id": updated["id"], "title": updated["title"], "project": updated["project"]}
+
+
+def save_handoff(vault: VaultMemory, summary: str, completed: Sequence[str] = (), in_progress: Sequence[str] = (),
                  blocked: Sequence[str] = (), next_steps: Sequence[str] = (), project: str = "") -> dict[str, Any]:
     """Stores a session handoff for the next session; returns the resolve answer."""
     fields = {"summary": summary, "completed": list(completed), "in_progress": list(in_progress),
@@ -90,24 +118,41 @@ def save_handoff(service: MemoryService, summary: str, completed: Sequence[str] 
                           ("Next", next_steps)) if items]
     item = MemoryInput(content="\n".join(parts), title=f"Handoff: {clean_line(summary, 80)}", project=project,
                        category="strategy", kind="handoff", type="session_summary", importance=0.8, fields=fields)
-    return service.save_new(item)  # a handoff is a record of a moment: never merged with an earlier one
+    return store_new(vault, item)  # a handoff is a record of a moment: never merged with an earlier one
 
 
-def load_handoff(service: MemoryService, project: str = "") -> dict[str, Any] | None:
-    """Returns the latest live handoff of `project` (or of any project), or None."""
-    handoffs = [o for o in service.state().values() if o.kind == "handoff" and o.live
+def load_handoff(vault: VaultMemory, project: str = "") -> dict[str, Any] | None:
+    """Returns the latest live handoff of `project` (or of any project) as a dict, or None."""
+    return latest_handoff(read_memories(vault), project)
+
+
+def latest_handoff(memories: Memories, project: str = "") -> dict[str, Any] | None:
+    """Returns the latest live handoff of `project` (or of any project) in `memories`, or None."""
+    handoffs = [o for o in memories.state.values() if o.kind == "handoff" and o.live
                 and (not project or o.project == project)]
     if not handoffs:
         return None
     latest = max(handoffs, key=lambda o: (o.created_at, o.id))
-    return service.describe(latest.id)
+    return describe(memories, latest.id)
 
 
-def memory_stats(service: MemoryService) -> dict[str, Any]:
+def memory_context(vault: VaultMemory, project: str = "", limit: int = 20) -> dict[str, Any]:
+    """Returns the latest handoff and the `limit` most recently changed live memories of `project`
+    (or of all): {"project", "handoff", "memories": [...]}."""
+    memories = read_memories(vault)
+    live = [o for o in memories.live.values() if (not project or o.project == project) and o.kind != "handoff"]
+    recent = sorted(live, key=lambda o: (o.updated_at or o.created_at, o.id), reverse=True)[:limit]
+    return {"project": project or "(all)", "handoff": latest_handoff(memories, project),
+            "memories": [{"id": o.id, "title": o.title, "content": o.content, "project": o.project,
+                          "category": o.category, "type": o.type, "updated_at": o.updated_at or o.created_at,
+                          "strength": round(o.strength(memories.now), 4)} for o in recent]}
+
+
+def memory_stats(vault: VaultMemory) -> dict[str, Any]:
     """Returns totals, counts by category, average strength, last maintenance, failures, active features."""
-    state = service.state()
-    live = service.live(state)
-    now = service.now()
+    memories = read_memories(vault)
+    state, now = memories.state, memories.now
+    live = unarchived(state, now)
     failures = [o for o in live.values() if o.kind == "failure"]
     features = [o for o in live.values() if o.kind == "progress" and o.fields.get("status") != "done"]
     return {
@@ -117,7 +162,7 @@ def memory_stats(service: MemoryService) -> dict[str, Any]:
         "by_category": {c: sum(1 for o in live.values() if o.category == c) for c in CATEGORIES},
         "by_project": dict(sorted(Counter(o.project for o in live.values()).items())),
         "average_strength": round(sum(o.strength(now) for o in live.values()) / len(live), 4) if live else 0.0,
-        "last_maintenance": last_maintenance(service.engram).get("at", ""),
+        "last_maintenance": last_maintenance(vault.engram).get("at", ""),
         "failures_by_component": dict(sorted(Counter(o.fields.get("component", "?") for o in failures).items())),
         "failures_by_severity": dict(sorted(Counter(o.fields.get("severity", "?") for o in failures).items())),
         "active_features": sorted(({"feature": o.fields.get("feature"), "status": o.fields.get("status"),

@@ -7,12 +7,15 @@ category and content over MAX_CONTENT_BYTES are errors; titles and projects are 
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from compiler.core.errors import InputError
+from compiler.core.clock import format_time, parse_time
+from compiler.core.errors import BuildWarning, InputError
 from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES
 
 MAX_TITLE_CHARS = 120
@@ -85,3 +88,32 @@ def event_data(item: MemoryInput) -> dict[str, Any]:
     if item.source_id:
         data["sources"] = [item.source_id]
     return data
+
+
+IMPORT_FIELDS = {"content", "title", "project", "category", "importance", "created_at", "source_id", "type",
+                 "topic_key", "scope", "session_id", "kind", "fields"}
+
+
+def read_import_file(path: Path) -> tuple[list[MemoryInput], list[BuildWarning]]:
+    """Returns the memories of a JSON-lines import file and a warning per unusable line."""
+    items: list[MemoryInput] = []
+    warnings: list[BuildWarning] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(_import_line(line))
+        except (ValueError, TypeError) as error:
+            warnings.append(BuildWarning(path.name, number, f"skipped: {error}", "import"))
+    return items, warnings
+
+
+def _import_line(line: str) -> MemoryInput:
+    """Returns the validated memory of one import line; raises ValueError or TypeError."""
+    raw = json.loads(line)
+    if not isinstance(raw, dict):
+        raise InputError("a line must be a JSON object")
+    item = MemoryInput(**{k: v for k, v in raw.items() if k in IMPORT_FIELDS and v is not None})
+    if item.created_at:
+        item = replace(item, created_at=format_time(parse_time(str(item.created_at))))
+    return validate(item)

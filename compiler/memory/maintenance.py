@@ -10,45 +10,44 @@ strength fell below 0.05 without a strong neighbour is archived by the fold itse
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from compiler.core.clock import format_time, parse_time
 from compiler.core.files import atomic_write
 from compiler.core.lock import writer_lock
 from compiler.events.journal import MemoryEvent, new_id
-from compiler.memory.model import Observation, archived, fold
-from compiler.memory.service import MemoryService
+from compiler.memory.model import Observation, archived
+from compiler.memory.vault import VaultMemory, append_and_sync, read_memories, sync_index
 
 MAINTENANCE_FILE = "maintenance.json"  # in .engram/cache: when maintenance last ran, over which events
 CONSOLIDATED_KINDS = ("memory", "failure")
 NEIGHBOURS = 10
 
 
-def run_maintenance(service: MemoryService) -> dict[str, Any]:
+def run_maintenance(vault: VaultMemory) -> dict[str, Any]:
     """Consolidates and prunes; returns {"consolidated": n, "clusters": n, "archived": n, "at": time}."""
-    with writer_lock(service.engram):
-        service.sync_index()
-        state = service.state()
-        live = {i: o for i, o in state.items() if o.live}
-        clusters = _clusters(service, live)
-        at = format_time(service.now())
-        events = [event for cluster in clusters for event in _consolidation_events(cluster, live, at, service)]
-        service.write_events(events)
-        events = service.events()[0]
-        pruned = archived(fold(events), service.now())
-        marker = {"at": at, "events": events_digest(events)}
-        atomic_write(service.engram / "cache" / MAINTENANCE_FILE, json.dumps(marker).encode())
+    with writer_lock(vault.engram):
+        memories = read_memories(vault)
+        sync_index(vault, memories)  # clusters are found through the index: it must hold every memory
+        clusters = find_clusters(vault, memories.indexed)
+        at = format_time(vault.now())
+        events = [event for cluster in clusters for event in consolidation_events(cluster, memories.indexed, at)]
+        after = append_and_sync(vault, events)
+        pruned = archived(after.state, vault.now())
+        marker = {"at": at, "events": events_digest(after.events)}
+        atomic_write(vault.engram / "cache" / MAINTENANCE_FILE, json.dumps(marker).encode())
     return {"clusters": len(clusters), "consolidated": sum(len(c) - 1 for c in clusters),
             "archived": len(pruned), "at": at}
 
 
-def events_digest(events: list[MemoryEvent]) -> str:
+def events_digest(events: Iterable[MemoryEvent]) -> str:
     """Returns a short hash of the set of event ids: changes whenever any event is added."""
-    import hashlib
-
     return hashlib.sha256("\n".join(sorted(e.id for e in events)).encode()).hexdigest()[:16]
 
 
@@ -61,18 +60,37 @@ def last_maintenance(engram_dir: Path) -> dict[str, str]:
         return {}
 
 
-def maintenance_due(service: MemoryService, events: list[MemoryEvent]) -> bool:
+def maintenance_due(vault: VaultMemory, events: Iterable[MemoryEvent]) -> bool:
     """True when events arrived since the last maintenance, or `maintenance_hours` have passed."""
-    last = last_maintenance(service.engram)
+    last = last_maintenance(vault.engram)
     if not last.get("at") or last.get("events") != events_digest(events):
         return True
-    return (service.now() - parse_time(last["at"])).total_seconds() >= service.settings.maintenance_hours * 3600
+    return (vault.now() - parse_time(last["at"])).total_seconds() >= vault.settings.maintenance_hours * 3600
 
 
-def _clusters(service: MemoryService, live: Mapping[str, Observation]) -> list[list[str]]:
+def find_clusters(vault: VaultMemory, live: Mapping[str, Observation]) -> list[list[str]]:
     """Returns groups (2+ ids) of mutually reachable memories at ≥ consolidate_min, via the index."""
     candidates = sorted(i for i, o in live.items() if o.kind in CONSOLIDATED_KINDS)
-    parent = {i: i for i in candidates}
+    vectors = vault.index().vectors
+    stored = vectors.vectors(candidates)
+    ids = [i for i in candidates if i in stored]
+    if not ids:
+        return []
+    found = vectors.query_many(np.vstack([stored[i] for i in ids]), NEIGHBOURS)
+    members = set(candidates)
+    pairs = ((i, other) for i, hits in zip(ids, found) for other, cosine in hits
+             if other != i and other in members and cosine >= vault.settings.consolidate_min
+             and _same_group(live[i], live[other]))
+    return _components(candidates, ids, pairs)
+
+
+def _same_group(a: Observation, b: Observation) -> bool:
+    return (a.project, a.category, a.kind) == (b.project, b.category, b.kind)
+
+
+def _components(members: list[str], ids: list[str], pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """Returns the groups (2+, sorted) of `ids` that `pairs` connect, by union-find over `members`."""
+    parent = {i: i for i in members}
 
     def root(i: str) -> str:
         while parent[i] != i:
@@ -80,28 +98,16 @@ def _clusters(service: MemoryService, live: Mapping[str, Observation]) -> list[l
             i = parent[i]
         return i
 
-    vectors = service.index().vectors
-    stored = vectors.vectors(candidates)
-    ids = [i for i in candidates if i in stored]
-    if not ids:
-        return []
-    import numpy as np
-
-    for memory_id, hits in zip(ids, vectors.query_many(np.vstack([stored[i] for i in ids]), NEIGHBOURS)):
-        me = live[memory_id]
-        for other, cosine in hits:
-            them = live.get(other)
-            if other != memory_id and them and other in parent and cosine >= service.settings.consolidate_min \
-                    and (them.project, them.category, them.kind) == (me.project, me.category, me.kind):
-                parent[root(other)] = root(memory_id)
+    for a, b in pairs:
+        parent[root(b)] = root(a)
     groups: dict[str, list[str]] = {}
     for memory_id in ids:
         groups.setdefault(root(memory_id), []).append(memory_id)
     return [sorted(g) for g in groups.values() if len(g) > 1]
 
 
-def _consolidation_events(cluster: list[str], live: Mapping[str, Observation], at: str,
-                          service: MemoryService) -> list[MemoryEvent]:
+def consolidation_events(cluster: list[str], live: Mapping[str, Observation], at: str) -> list[MemoryEvent]:
+    """Returns the events folding `cluster` into its keeper: one on the keeper, one per absorbed memory."""
     # The keeper must not depend on the machine's clock: two machines that consolidate the same
     # cluster pick the same keeper, and since every absorbed memory points at a strictly greater
     # one in this total order, absorptions from different machines can never form a cycle.

@@ -90,14 +90,15 @@ def fold(events: Iterable[MemoryEvent]) -> dict[str, Observation]:
 class IncrementalFold:
     """A fold that applies only events it has not seen, as long as they come after the last one.
 
-    A long-lived service re-reads the journal on every call; most calls add a few events at
-    the end, which this applies in microseconds. An event that sorts before what was already
-    applied (a chunk from another machine) triggers a full refold, so the result is always
-    exactly `fold(all events)`.
+    A long-lived handle (the MCP server's) re-reads the events on every call; most calls add a
+    few events at the end, which this applies in microseconds. An event that sorts before what
+    was already applied (a chunk from another machine) triggers a full refold, so the result is
+    always exactly `fold(all events)`.
     """
 
     def __init__(self) -> None:
         self.state: dict[str, Observation] = {}
+        self.version = 0  # changes whenever `state` does: a reader copies the state only then
         self._applied: set[str] = set()
         self._last: tuple[str, int, str] | None = None
 
@@ -106,8 +107,11 @@ class IncrementalFold:
         events = list(events)
         fresh = sorted({e.id: e for e in events if e.id not in self._applied}.values(), key=MemoryEvent.order)
         if fresh and self._last is not None and fresh[0].order() < self._last:
+            version = self.version
             self.__init__()  # type: ignore[misc]
+            self.version = version  # still counting up: the refold below changes it
             return self.update(events)
+        self.version += bool(fresh)
         for event in fresh:
             changed = apply_event(self.state.get(event.memory), event)
             if changed is not None:
@@ -198,7 +202,7 @@ def association_graph(memories: Mapping[str, Observation]) -> dict[str, dict[str
     return graph
 
 
-def archived(observations: dict[str, Observation], now: datetime) -> set[str]:
+def archived(observations: Mapping[str, Observation], now: datetime) -> set[str]:
     """Returns the ids of live memories pruned at `now`: weaker than 0.05 and not protected.
 
     Protected: linked to a live memory at least STRONG_NEIGHBOUR strong (chain protection),
@@ -208,3 +212,9 @@ def archived(observations: dict[str, Observation], now: datetime) -> set[str]:
     weak = {i for i, s in strength.items() if s < PRUNE_BELOW and observations[i].kind in ("memory", "failure")}
     neighbours = association_graph(observations)
     return {i for i in weak if not any(strength.get(n, 0.0) >= STRONG_NEIGHBOUR for n in neighbours.get(i, {}))}
+
+
+def unarchived(observations: Mapping[str, Observation], now: datetime) -> dict[str, Observation]:
+    """Returns the live memories not archived at `now`: what recall and the stats count as live."""
+    pruned = archived(observations, now)
+    return {i: o for i, o in observations.items() if o.live and i not in pruned}

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,10 @@ from compiler.core.lock import writer_lock
 from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.index import late_interaction
 from compiler.index.embedder import embed_query
-from compiler.memory.index import memory_text
+from compiler.memory.index import MemoryKeywordHit, memory_text
 from compiler.memory.model import Observation
-from compiler.memory.service import MemoryService
+from compiler.memory.snapshot import Memories
+from compiler.memory.vault import VaultMemory, read_memories, sync_index
 
 POOL = 30  # candidates: this many × 2 nearest vectors, and as many best keyword matches
 SEEDS = 3  # the graph bonus spreads from this many best hits
@@ -49,48 +51,89 @@ LATE_INTERACTION = Weights(bm25=0.0, relevance=1.0, graph_bonus=0.03)
 COSINE = Weights(bm25=0.4, relevance=0.6, graph_bonus=0.1)
 
 
-def recall(service: MemoryService, query: str, n: int = 5, *, project: str = "", category: str = "",
+def recall(vault: VaultMemory, query: str, n: int = 5, *, project: str = "", category: str = "",
            reinforce: bool = True, memory_type: str = "") -> list[dict[str, Any]]:
     """Returns up to `n` memories for `query` as dicts (id, title, content, score, strength, ...).
 
     With `reinforce`, each returned memory gets a recall event (recall_count + 1, decay restarts).
     """
-    with writer_lock(service.engram):
-        service.sync_index()  # events from another process (a compile, a sync import) become searchable
-    live = service.live()
-    if not live or not query.strip():
+    memories = searchable_memories(vault)
+    if not memories.live or not query.strip():
         return []
+    now = vault.now()
+    scope = Scope(memories.live, project, category, memory_type)
+    relevance = Relevance(vault, memories, query)
+    cosines, keyword = candidates(vault, relevance, query, scope)
+    scores = score(cosines, keyword, relevance, scope.live, now)
+    scores = add_graph_bonus(scores, memories.associations, scope, relevance, now)
+    ranked = rank(scores, n)
+    if reinforce:
+        record_recalls(vault, ranked, now)
+    return [_hit(scope.live[i], scores[i], relevance, keyword.get(i, 0.0), now) for i in ranked]
 
-    def allowed(memory_id: str) -> bool:  # checked per candidate: filtering every memory is O(n)
-        obs = live.get(memory_id)
-        return obs is not None and (not project or obs.project == project) and \
-            (not category or obs.category == category) and (not memory_type or obs.type == memory_type)
 
-    now = service.now()
-    relevance = _Relevance(service, query, live)
-    query_vector = relevance.query_vector
-    index = service.index()
-    where = {"project": project} if project else None
-    cosines = {i: c for i, c in index.nearest(query_vector, POOL * 2, where) if allowed(i)}
-    keyword = _normalised(h for h in index.keywords.search(query, POOL * 2, project) if allowed(h.id))
+def searchable_memories(vault: VaultMemory) -> Memories:
+    """Returns the vault's memories with the index in step with them: events from another process
+    (a compile, a sync import) become searchable."""
+    with writer_lock(vault.engram):
+        memories = read_memories(vault)
+        sync_index(vault, memories)
+    return memories
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which live memories a recall may return: of a project, a category, a type (empty: any)."""
+
+    live: Mapping[str, Observation]
+    project: str = ""
+    category: str = ""
+    memory_type: str = ""
+
+    def __call__(self, memory_id: str) -> bool:  # checked per candidate: filtering every memory is O(n)
+        obs = self.live.get(memory_id)
+        return obs is not None and (not self.project or obs.project == self.project) and \
+            (not self.category or obs.category == self.category) and \
+            (not self.memory_type or obs.type == self.memory_type)
+
+
+def candidates(vault: VaultMemory, relevance: Relevance, query: str,
+               scope: Scope) -> tuple[dict[str, float], dict[str, float]]:
+    """Returns the candidates in `scope`: {id: cosine} of the nearest vectors and {id: relative
+    BM25} of the best keyword matches. The cosines are kept in `relevance` for the hits' report."""
+    index = vault.index()
+    where = {"project": scope.project} if scope.project else None
+    cosines = {i: c for i, c in index.nearest(relevance.query_vector, POOL * 2, where) if scope(i)}
+    keyword = _normalised(h for h in index.keywords.search(query, POOL * 2, scope.project) if scope(h.id))
     relevance.cosines.update(cosines)
+    return cosines, keyword
+
+
+def score(cosines: Mapping[str, float], keyword: Mapping[str, float], relevance: Relevance,
+          live: Mapping[str, Observation], now: datetime) -> dict[str, float]:
+    """Returns {id: bm25 weight × BM25 + relevance weight × relevance × strength} per candidate."""
     strength = {i: live[i].strength(now) for i in set(cosines) | set(keyword)}
     matches = relevance.of(strength)
     weights = relevance.weights
-    scores = {i: weights.bm25 * keyword.get(i, 0.0) + weights.relevance * max(0.0, matches[i]) * strength[i]
-              for i in strength}
-    _spread_graph_bonus(scores, service.associations(), allowed, live, relevance, now)
-    ranked = sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))[:n]  # no match, no hit
-    if reinforce and ranked:
-        with writer_lock(service.engram):
-            before = service.events_key()
-            append_events(service.engram, [MemoryEvent(new_id("ev-"), "recall", i, format_time(now)) for i in ranked])
-            service.mark_synced(before)
-    return [_hit(live[i], scores[i], relevance.cosines.get(i, 0.0), relevance.matches[i], keyword.get(i, 0.0),
-                 live[i].strength(now)) for i in ranked]
+    return {i: weights.bm25 * keyword.get(i, 0.0) + weights.relevance * max(0.0, matches[i]) * strength[i]
+            for i in strength}
 
 
-def _normalised(hits: Any) -> dict[str, float]:
+def rank(scores: Mapping[str, float], n: int) -> list[str]:
+    """Returns the ids of the `n` best scores, best first (ties by id); a memory that matches
+    nothing (score 0) is no hit."""
+    return sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))[:n]
+
+
+def record_recalls(vault: VaultMemory, ranked: Iterable[str], now: datetime) -> None:
+    """Appends a recall event per returned memory (they change no indexed text: the index stays in step)."""
+    events = [MemoryEvent(new_id("ev-"), "recall", i, format_time(now)) for i in ranked]
+    if events:
+        with writer_lock(vault.engram):
+            append_events(vault.engram, events)
+
+
+def _normalised(hits: Iterable[MemoryKeywordHit]) -> dict[str, float]:
     """Returns BM25 scores divided by the best one: 1.0 for the strongest keyword match.
 
     Relative, not x / (1 + x): memories are short, so raw BM25 values are small and crowd
@@ -101,14 +144,14 @@ def _normalised(hits: Any) -> dict[str, float]:
     return {i: b / top for i, b in raw.items()} if top > 0 else {}
 
 
-class _Relevance:
+class Relevance:
     """How well memories match the query: late interaction on token vectors when the model has
     them (compiler.index.late_interaction, with the memory's conversational neighbours), otherwise the
     cosine of sentence vectors. Both are kept for the hit's report."""
 
-    def __init__(self, service: MemoryService, query: str, live: Mapping[str, Observation]) -> None:
-        self._service, self._live = service, live
-        embedder = service.embedder()
+    def __init__(self, vault: VaultMemory, memories: Memories, query: str) -> None:
+        self._vault, self._memories, self._live = vault, memories, memories.live
+        embedder = vault.embedder()
         self._query = np.zeros((0, 0), dtype=np.float32)
         if late_interaction.supports(embedder):
             self.query_vector, self._query = late_interaction.embed_query(embedder, query)
@@ -121,7 +164,7 @@ class _Relevance:
     def of(self, ids: Iterable[str]) -> dict[str, float]:
         """Returns {id: relevance} for `ids` (computed once per id)."""
         todo = [i for i in ids if i not in self.matches]
-        vectors = self._service.index().vectors.vectors([i for i in todo if i not in self.cosines])
+        vectors = self._vault.index().vectors.vectors([i for i in todo if i not in self.cosines])
         self.cosines.update((i, float(v @ self.query_vector)) for i, v in vectors.items())
         if self.weights is COSINE:
             self.matches.update((i, self.cosines.get(i, 0.0)) for i in todo)
@@ -130,24 +173,39 @@ class _Relevance:
         return {i: self.matches[i] for i in ids}
 
     def _match(self, ids: list[str]) -> None:
-        neighbours = self._service.neighbours()
+        neighbours = self._memories.neighbours
         wanted = set(ids)
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
             wanted.update(n for n in (*near, *far) if n in self._live)
         texts = {i: memory_text(self._live[i]) for i in wanted}
-        service = self._service
-        best = service.index().best_per_piece(self._query, texts, service.embedder, service.identity)
+        vault = self._vault
+        best = vault.index().best_per_piece(self._query, texts, vault.embedder, vault.identity)
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
             self.matches[i] = late_interaction.match(best[i], [best[n] for n in near if n in best],
                                                      [best[n] for n in far if n in best])
 
 
-def _spread_graph_bonus(scores: dict[str, float], graph: Mapping[str, Mapping[str, float]],
-                        allowed: Callable[[str], bool], live: Mapping[str, Observation], relevance: _Relevance,
-                        now: Any) -> None:
-    """Adds the graph bonus breadth-first from the best hits; allowed neighbours become candidates."""
+def add_graph_bonus(scores: Mapping[str, float], graph: Mapping[str, Mapping[str, float]], scope: Scope,
+                    relevance: Relevance, now: datetime) -> dict[str, float]:
+    """Returns `scores` with the graph bonus spread breadth-first from the best hits; neighbours in
+    `scope` become candidates (scored like the others, plus their bonus)."""
+    bonus, seeds = _graph_bonus(scores, graph, scope, relevance.weights.graph_bonus)
+    scores = dict(scores)
+    newcomers = [i for i in bonus if i not in scores]
+    for memory_id, match in relevance.of(newcomers).items():
+        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * scope.live[memory_id].strength(now)
+    for memory_id, gain in bonus.items():
+        if memory_id not in seeds:
+            scores[memory_id] += gain
+    return scores
+
+
+def _graph_bonus(scores: Mapping[str, float], graph: Mapping[str, Mapping[str, float]],
+                 allowed: Callable[[str], bool], weight_bonus: float) -> tuple[dict[str, float], list[str]]:
+    """Returns {id: bonus} of the memories reachable from the SEEDS best hits (bonus × link weight
+    at depth 1, half that at depth 2), and those seeds."""
     seeds = sorted(scores, key=lambda i: (-scores[i], i))[:SEEDS]
     bonus: dict[str, float] = {}
     queue = deque((seed, 0) for seed in seeds)
@@ -159,22 +217,20 @@ def _spread_graph_bonus(scores: dict[str, float], graph: Mapping[str, Mapping[st
         for other, weight in graph.get(node, {}).items():
             if not allowed(other):
                 continue
-            gain = relevance.weights.graph_bonus * weight * (1.0 if depth == 0 else 0.5)
+            gain = weight_bonus * weight * (1.0 if depth == 0 else 0.5)
             bonus[other] = max(bonus.get(other, 0.0), gain)
             if other not in seen:
                 seen.add(other)
                 queue.append((other, depth + 1))
-    newcomers = [i for i in bonus if i not in scores]
-    for memory_id, match in relevance.of(newcomers).items():
-        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * live[memory_id].strength(now)
-    for memory_id, gain in bonus.items():
-        if memory_id not in seeds:
-            scores[memory_id] += gain
+    return bonus, seeds
 
 
-def _hit(obs: Observation, score: float, cosine: float, match: float, bm25: float, strength: float) -> dict[str, Any]:
+def _hit(obs: Observation, score: float, relevance: Relevance, bm25: float, now: datetime) -> dict[str, Any]:
+    """Returns what recall answers per memory: the memory, its score and the parts of the score."""
+    cosine, match = relevance.cosines.get(obs.id, 0.0), relevance.matches[obs.id]
     return {"id": obs.id, "title": obs.title, "content": obs.content, "project": obs.project,
             "category": obs.category, "kind": obs.kind, "type": obs.type, "score": round(score, 4),
-            "cosine": round(cosine, 4), "match": round(match, 4), "bm25": round(bm25, 4), "strength": round(strength, 4),
+            "cosine": round(cosine, 4), "match": round(match, 4), "bm25": round(bm25, 4),
+            "strength": round(obs.strength(now), 4),
             "recall_count": obs.recall_count, "created_at": obs.created_at, "sources": list(obs.sources),
             "fields": obs.fields}

@@ -121,17 +121,18 @@ def export_memories(vault: Path, settings: Settings, *, embedder: Embedder | Non
 def _bridge(root: Path, settings: Settings, embedder: Embedder | None, sessions: Sequence[Path],
             project: str) -> dict[str, Any]:
     """Stores the mem_save calls of transcripts (already-known calls are skipped); returns the counts."""
-    from compiler.memory.service import MemoryService
+    from compiler.memory.vault import VaultMemory, read_memories
+    from compiler.memory.write import write_memories
     from compiler.sync.bridges import read_transcripts
 
     items, report = read_transcripts(list(sessions), project)
     actions: dict[str, int] = {}
-    with MemoryService(root, settings, embedder=embedder) as service:
+    with VaultMemory(root, settings, embedder=embedder) as vault:
         # A call stored before is known by its source id (session:call) whatever project it got then.
-        known = {source for obs in service.state().values() for source in obs.sources}
+        known = {source for obs in read_memories(vault).state.values() for source in obs.sources}
         fresh = [item for item in items if item.source_id not in known]
         if fresh:
-            actions = service.add_many(fresh)["actions"]
+            actions = write_memories(vault, fresh)["actions"]
     if len(items) > len(fresh):
         actions["known"] = actions.get("known", 0) + len(items) - len(fresh)
     return {**report.to_dict(), "actions": actions}
@@ -150,7 +151,7 @@ def _adopted_entry(chunk: ChunkRead) -> ManifestEntry:
 def import_chunks(vault: Path) -> dict[str, Any]:
     """Takes in the chunks not imported here yet; reports what they bring and what was quarantined.
 
-    Chunk events join every memory read as soon as their file is on disk (`MemoryService.events`);
+    Chunk events join every memory read as soon as their file is on disk (`memory.snapshot.read_events`);
     this records which chunks were seen and counts what is new (deduplicated by chunk id and event
     id). compiler.commands.sync_cycle.import_and_compile then compiles so the pages show it.
     Returns the counts and the quarantine messages.

@@ -25,7 +25,8 @@ from compiler.commands.setup import HOOK_MARKER
 from compiler.core.settings import Settings, load_settings
 from compiler.index.embedder import model_identity
 from compiler.memory.input import MemoryInput
-from compiler.memory.service import MemoryService
+from compiler.memory.vault import VaultMemory
+from compiler.memory.write import store_memory
 from tests.conftest import EXAMPLE_VAULT, ROOT, FakeEmbedder
 
 NOTES = {
@@ -51,8 +52,8 @@ def compile_now(vault: Path, embedder: FakeEmbedder) -> None:
 @pytest.fixture
 def vault(make_vault, embedder) -> Path:
     vault = make_vault(NOTES)
-    with MemoryService(vault, Settings(now=NOW), embedder=embedder) as service:
-        service.add(MemoryInput(content="Deploys go out on Tuesdays", project="ops"))
+    with VaultMemory(vault, Settings(now=NOW), embedder=embedder) as memory:
+        store_memory(memory, MemoryInput(content="Deploys go out on Tuesdays", project="ops"))
     compile_now(vault, embedder)
     return vault
 
@@ -110,8 +111,8 @@ def test_edited_missing_and_leftover_pages_are_named(vault):
 
 
 def test_memory_events_after_the_compile_make_memory_pages_stale(vault, embedder):
-    with MemoryService(vault, Settings(now=NOW), embedder=embedder) as service:
-        service.add(MemoryInput(content="Rollbacks use the previous image tag", project="ops"))
+    with VaultMemory(vault, Settings(now=NOW), embedder=embedder) as memory:
+        store_memory(memory, MemoryInput(content="Rollbacks use the previous image tag", project="ops"))
     assert problems(vault) == [(".engram/journal.jsonl", "stale-memory")]
     compile_now(vault, embedder)
     assert problems(vault) == []

@@ -17,7 +17,9 @@ from compiler.core.settings import load_settings
 from compiler.index.embedder import load_embedder
 from compiler.index.keywords import KeywordIndex
 from compiler.memory.recall import recall
-from compiler.memory.service import MemoryService, read_import_file
+from compiler.memory.input import read_import_file
+from compiler.memory.vault import VaultMemory
+from compiler.memory.write import store_memory, write_memories
 from compiler.notes.search import Filters, hybrid_search, keyword_search
 from tests.conftest import EXAMPLE_VAULT
 
@@ -29,9 +31,9 @@ def compiled(tmp_path_factory) -> tuple[Path, object]:
     vault = tmp_path_factory.mktemp("example") / "vault"
     shutil.copytree(EXAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".engram", "_engram"))
     settings = load_settings(vault)  # the example pins `now`, so memory strengths are reproducible
-    with MemoryService(vault, settings) as memories:
+    with VaultMemory(vault, settings) as memories:
         items, warnings = read_import_file(vault / "agent-memories.jsonl")
-        assert not warnings and memories.add_many(items)["actions"] == {"new": 20}
+        assert not warnings and write_memories(memories, items)["actions"] == {"new": 20}
     report = compile_vault(vault, settings)
     return vault, report
 
@@ -99,9 +101,10 @@ def test_memory_pages_and_recall_on_the_demo_project(compiled):
     assert "water the office plant" in (vault / "_engram/memory/archive.md").read_text()  # faded since September
     project = (vault / "_engram/projects/acme-payments.md").read_text()
     assert "login-refactor" in project and "pie title Failures by component" in project
-    with MemoryService(vault, load_settings(vault)) as memories:
+    with VaultMemory(vault, load_settings(vault)) as memories:
         hits = recall(memories, "how do we roll back a bad deploy?", 3, project="acme-payments", reinforce=False)
-        replaced = memories.add(memories_input("The team decided to abandon TypeScript for Go in new backend services"))
+        replaced = store_memory(memories, memories_input(
+            "The team decided to abandon TypeScript for Go in new backend services"))
     assert hits[0]["title"].startswith("Deploys are blue-green")
     assert replaced["action"] == "replaced" and "typescript" in replaced["reason"]
 

@@ -43,7 +43,8 @@ from compiler.events.replay import record_events
 from compiler.events.store import read_vault_chunks
 from compiler.memory.input import MemoryInput
 from compiler.memory.model import fold
-from compiler.memory.service import MemoryService
+from compiler.memory.edits import store_new
+from compiler.memory.vault import VaultMemory, read_memories
 from compiler.sync.exchange import export_memories
 from compiler.sync.export import build_chunk, observation_record, session_records
 
@@ -95,8 +96,8 @@ def vault(make_vault) -> Path:
     return make_vault({"Home.md": "# Home\n"})
 
 
-def service(vault: Path, embedder) -> MemoryService:
-    return MemoryService(vault, Settings(), embedder=embedder)
+def open_memory(vault: Path, embedder) -> VaultMemory:
+    return VaultMemory(vault, Settings(), embedder=embedder)
 
 
 # -- writer: the bytes --------------------------------------------------------------------------
@@ -218,8 +219,8 @@ def test_bad_input_is_quarantined_naming_the_chunk_and_the_rest_imports(vault, f
     assert about(truncated) == [f"chunk {truncated} quarantined: truncated gzip (the file ends mid-stream)"]
     assert "not JSON" in about(not_json)[0] and "hashes to" in about(wrong_id)[0]
     assert "gzip bomb" in about(bomb)[0] and "importance" in about(bad_event)[0]
-    with service(vault, fake_embedder) as memories:
-        assert set(memories.state()) == {"obs-good"}  # the rest of the chunk still imports
+    with open_memory(vault, fake_embedder) as memories:
+        assert set(read_memories(memories).state) == {"obs-good"}  # the rest of the chunk still imports
     outside = {p for p in tmp_path.rglob("*") if not p.is_relative_to(vault)}
     assert outside == set()  # nothing written outside the vault
     assert not list(vault.rglob("passwd*")) and not (vault.parent / "x").exists()
@@ -249,8 +250,8 @@ def test_tombstones_win_over_older_upserts_in_any_order(vault, fake_embedder):
     put_chunk(vault, encode_chunk([], [deleted]))
     put_chunk(vault, encode_chunk([], [older]))
     import_and_compile(vault, Settings(), embedder=fake_embedder)
-    with service(vault, fake_embedder) as memories:
-        assert not memories.state()["obs-t"].live and "obs-t" not in memories.live()
+    with open_memory(vault, fake_embedder) as memories:
+        assert not read_memories(memories).state["obs-t"].live and "obs-t" not in read_memories(memories).live
 
 
 # -- manifest --------------------------------------------------------------------------------------
@@ -277,8 +278,8 @@ def test_merge_manifest_driver_command(tmp_path):
 
 def test_listed_but_missing_and_unlisted_chunks_are_reported_and_adopted(vault, fake_embedder):
     write_manifest(vault / ".engram", [ManifestEntry("deadbeef", "server", "2026-01-01T00:00:00Z", 1, 1, 0)])
-    with service(vault, fake_embedder) as memories:
-        memories.save_new(MemoryInput("An exported memory that lost its manifest entry", project="p"))
+    with open_memory(vault, fake_embedder) as memories:
+        store_new(memories, MemoryInput("An exported memory that lost its manifest entry", project="p"))
     export_memories(vault, Settings())
     (vault / ".engram/manifest.json").write_bytes(manifest_bytes([ManifestEntry("deadbeef", "server",
                                                                                  "2026-01-01T00:00:00Z", 1, 1, 0)]))
@@ -286,8 +287,8 @@ def test_listed_but_missing_and_unlisted_chunks_are_reported_and_adopted(vault, 
     assert found.missing == ["deadbeef"] and len(found.unlisted) == 1
     assert any("listed but its file is missing" in w.message for w in found.warnings)
     assert any("not listed" in w.message for w in found.warnings)
-    with service(vault, fake_embedder) as memories:
-        assert len(memories.state()) == 1  # an unlisted chunk still imports
+    with open_memory(vault, fake_embedder) as memories:
+        assert len(read_memories(memories).state) == 1  # an unlisted chunk still imports
     again = export_memories(vault, Settings())
     assert again["chunk"] is None and again["adopted"] == found.unlisted
     assert read_vault_chunks(vault / ".engram").unlisted == []
@@ -296,8 +297,8 @@ def test_listed_but_missing_and_unlisted_chunks_are_reported_and_adopted(vault, 
 # -- export: per event, idempotent --------------------------------------------------------------
 
 def test_export_is_per_event_not_a_timestamp_watermark(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
-        early = memories.save_new(MemoryInput("Written here before pulling the newer chunk", project="p"))["id"]
+    with open_memory(vault, fake_embedder) as memories:
+        early = store_new(memories, MemoryInput("Written here before pulling the newer chunk", project="p"))["id"]
     later = {"sync_id": "obs-from-elsewhere", "session_id": "s", "type": "manual", "title": "Later",
              "content": "Made on another machine, later", "project": "p", "scope": "project",
              "created_at": "2099-01-01 00:00:00", "updated_at": "2099-01-01 00:00:00"}

@@ -23,7 +23,8 @@ from compiler.core.settings import load_settings
 from compiler.index.embedder import load_embedder
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
-from compiler.memory.service import MemoryService
+from compiler.memory.vault import VaultMemory
+from compiler.memory.write import store_memory
 from compiler.notes.search import Filters, hybrid_search, vector_search
 from tests.conftest import EXAMPLE_VAULT
 
@@ -101,10 +102,10 @@ def test_compile_and_query_on_a_chroma_server_match_the_embedded_store(vault, ch
 def test_memories_on_a_chroma_server(vault, chroma_url, make_vault):
     team = load_settings(vault, chroma_url=f"{chroma_url}/team-notes", now=NOW)
     embedder = load_embedder(team.model)
-    with MemoryService(vault, team, embedder=embedder) as service:
-        saved = service.add(MemoryInput(content="The payments API rate limit is 100 requests per second",
-                                        project="payments"))
-        hits = recall(service, "how many requests per second can payments take?", 3, project="payments")
+    with VaultMemory(vault, team, embedder=embedder) as memory:
+        saved = store_memory(memory, MemoryInput(content="The payments API rate limit is 100 requests per second",
+                                                 project="payments"))
+        hits = recall(memory, "how many requests per second can payments take?", 3, project="payments")
     assert hits[0]["id"] == saved["id"]
 
     # A second vault on the same server gets its own collections: neither clobbers the other.

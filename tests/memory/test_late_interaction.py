@@ -16,7 +16,8 @@ from compiler.index.cache import EmbeddingCache, text_hash
 from compiler.index.embedder import load_embedder
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
-from compiler.memory.service import MemoryService
+from compiler.memory.vault import VaultMemory
+from compiler.memory.write import write_memories
 from tests.conftest import FakeEmbedder
 
 
@@ -91,9 +92,9 @@ def test_recall_uses_the_neighbours_words(tmp_path: Path) -> None:
     turns = ["Did you finish the pottery class?", "Yes! It was wonderful.",
              "The weather is nice today.", "We went to the beach with the kids.",
              "Work has been busy lately.", "I started reading a new novel."]
-    with MemoryService(vault, Settings(), embedder=embedder) as service:
-        service.add_many([MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
-        hits = recall(service, "How was the pottery class?", n=4, reinforce=False)
+    with VaultMemory(vault, Settings(), embedder=embedder) as memory:
+        write_memories(memory, [MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
+        hits = recall(memory, "How was the pottery class?", n=4, reinforce=False)
     # Own words (1.0), then the reply whose previous turn has them (NEAR), then the turn two after (FAR).
     assert [h["content"] for h in hits][:3] == turns[:3]
     assert [h["match"] for h in hits][:3] == pytest.approx([1.0, late_interaction.NEAR, late_interaction.FAR], abs=1e-3)
@@ -122,9 +123,9 @@ def test_real_model_recall_finds_an_answer_named_only_by_the_question_turn(tmp_p
              "Caroline: I'm researching adoption agencies for my family plans.",
              "Melanie: We roasted marshmallows when we went camping last weekend.",
              "Caroline: My counseling workshop was really inspiring."]
-    with MemoryService(vault, Settings()) as service:
-        service.add_many([MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
-        hits = recall(service, "Which instrument does Caroline practise?", n=2, reinforce=False)
+    with VaultMemory(vault, Settings()) as memory:
+        write_memories(memory, [MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
+        hits = recall(memory, "Which instrument does Caroline practise?", n=2, reinforce=False)
     assert turns[1] in [h["content"] for h in hits]
     assert hits[0]["match"] > 0
 
@@ -132,9 +133,10 @@ def test_real_model_recall_finds_an_answer_named_only_by_the_question_turn(tmp_p
 def test_recall_survives_queries_without_words_and_huge_ones(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     (vault / ".engram").mkdir(parents=True)
-    with MemoryService(vault, Settings(), embedder=FakeTokenEmbedder()) as service:
-        service.add_many([MemoryInput(content=t, project="p", source_id=t) for t in ("alpha beta", "gamma delta")])
-        assert recall(service, "???", reinforce=False) == []  # nothing matches a query without words
-        hits = recall(service, "gamma " * 200_000, reinforce=False)
+    with VaultMemory(vault, Settings(), embedder=FakeTokenEmbedder()) as memory:
+        write_memories(memory, [MemoryInput(content=t, project="p", source_id=t)
+                                for t in ("alpha beta", "gamma delta")])
+        assert recall(memory, "???", reinforce=False) == []  # nothing matches a query without words
+        hits = recall(memory, "gamma " * 200_000, reinforce=False)
         assert hits[0]["content"] == "gamma delta"
-        assert recall(service, "gamma", project="elsewhere", reinforce=False) == []
+        assert recall(memory, "gamma", project="elsewhere", reinforce=False) == []

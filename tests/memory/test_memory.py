@@ -25,11 +25,13 @@ from compiler.memory.engineering import (
     track_failure,
     track_progress,
 )
-from compiler.memory.input import MemoryInput
+from compiler.memory.edits import forget_memory, restore_memory, update_memory
+from compiler.memory.input import MemoryInput, read_import_file
 from compiler.memory.maintenance import run_maintenance
 from compiler.memory.model import Observation, archived, fold, half_life_days
 from compiler.memory.recall import recall
-from compiler.memory.service import MemoryService
+from compiler.memory.vault import VaultMemory, read_memories
+from compiler.memory.write import store_memory, write_memories
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -39,8 +41,13 @@ def vault(make_vault) -> Path:
     return make_vault({"Home.md": "# Home\n\nA vault with agent memories.\n"})
 
 
-def service(vault: Path, embedder, now: datetime = NOW, **settings) -> MemoryService:
-    return MemoryService(vault, replace(Settings(), **settings), embedder=embedder, now=now)
+def open_memory(vault: Path, embedder, now: datetime = NOW, **settings) -> VaultMemory:
+    return VaultMemory(vault, replace(Settings(), **settings), embedder=embedder, now=now)
+
+
+def state_of(memories: VaultMemory):
+    """Every memory of the vault, folded from the events as they are now."""
+    return read_memories(memories).state
 
 
 def test_strength_follows_the_decay_formula():
@@ -53,11 +60,11 @@ def test_strength_follows_the_decay_formula():
 
 
 def test_replaying_events_in_any_order_gives_the_same_state(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
-        first = memories.add(MemoryInput("The deploy pipeline runs on GitHub Actions", project="web"))
-        memories.add(MemoryInput("Payments use Stripe webhooks with retries", project="web"))
-        memories.update(first["id"], content="The deploy pipeline runs on Buildkite")
-        memories.forget(first["id"])
+    with open_memory(vault, fake_embedder) as memories:
+        first = store_memory(memories, MemoryInput("The deploy pipeline runs on GitHub Actions", project="web"))
+        store_memory(memories, MemoryInput("Payments use Stripe webhooks with retries", project="web"))
+        update_memory(memories, first["id"], content="The deploy pipeline runs on Buildkite")
+        forget_memory(memories, first["id"])
         events, warnings = read_journal(vault / ".engram")
     assert not warnings and len({e.id for e in events}) == len(events) == 4
     expected = fold(events)
@@ -68,15 +75,15 @@ def test_replaying_events_in_any_order_gives_the_same_state(vault, fake_embedder
 
 
 def test_resolve_actions_new_reinforced_merged_replaced(vault, fake_embedder):
-    with service(vault, fake_embedder, reinforce_min=0.95, merge_min=0.6) as memories:
-        new = memories.add(MemoryInput("The user prefers TypeScript for new services", project="web"))
-        again = memories.add(MemoryInput("The user prefers TypeScript for new services", project="web"))
-        merged = memories.add(MemoryInput("The user prefers TypeScript for new services with strict mode",
-                                          project="web"))
-        replaced = memories.add(MemoryInput("The user decided to abandon TypeScript for Go in new services",
-                                            project="web"))
-        other = memories.add(MemoryInput("Grafana dashboards live in the ops repository", project="web"))
-        state = memories.state()
+    with open_memory(vault, fake_embedder, reinforce_min=0.95, merge_min=0.6) as memories:
+        new = store_memory(memories, MemoryInput("The user prefers TypeScript for new services", project="web"))
+        again = store_memory(memories, MemoryInput("The user prefers TypeScript for new services", project="web"))
+        merged = store_memory(memories, MemoryInput("The user prefers TypeScript for new services with strict mode",
+                                                    project="web"))
+        replaced = store_memory(memories, MemoryInput("The user decided to abandon TypeScript for Go in new services",
+                                                      project="web"))
+        other = store_memory(memories, MemoryInput("Grafana dashboards live in the ops repository", project="web"))
+        state = state_of(memories)
     assert [r["action"] for r in (new, again, merged, replaced, other)] == \
         ["new", "reinforced", "merged", "replaced", "new"]
     assert again["id"] == merged["id"] == replaced["id"] == new["id"]
@@ -88,17 +95,19 @@ def test_resolve_actions_new_reinforced_merged_replaced(vault, fake_embedder):
 
 
 def test_projects_do_not_resolve_into_each_other(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
-        a = memories.add(MemoryInput("Releases happen on Tuesdays", project="web"))
-        b = memories.add(MemoryInput("Releases happen on Tuesdays", project="api"))
+    with open_memory(vault, fake_embedder) as memories:
+        a = store_memory(memories, MemoryInput("Releases happen on Tuesdays", project="web"))
+        b = store_memory(memories, MemoryInput("Releases happen on Tuesdays", project="api"))
     assert (a["action"], b["action"]) == ("new", "new") and a["id"] != b["id"]
 
 
 def test_provenance_keeps_every_source(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
-        first = memories.add(MemoryInput("Caroline went to the LGBTQ support group", project="c", source_id="D1:3"))
-        second = memories.add(MemoryInput("Caroline went to the LGBTQ support group", project="c", source_id="D7:2"))
-        sources = memories.state()[first["id"]].sources
+    with open_memory(vault, fake_embedder) as memories:
+        first = store_memory(memories, MemoryInput("Caroline went to the LGBTQ support group", project="c",
+                                                   source_id="D1:3"))
+        second = store_memory(memories, MemoryInput("Caroline went to the LGBTQ support group", project="c",
+                                                    source_id="D7:2"))
+        sources = state_of(memories)[first["id"]].sources
     assert second["action"] == "reinforced"
     assert {"D1:3", "D7:2", first["id"]} <= set(sources) and len(sources) == 4  # both sync_ids and source ids
 
@@ -110,15 +119,13 @@ def test_import_is_idempotent_and_does_not_reembed(vault, fake_embedder, tmp_pat
     lines.append("not an object")
     path = tmp_path / "memories.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
-    from compiler.memory.service import read_import_file
-
     items, warnings = read_import_file(path)
     assert len(items) == 20 and [w.line for w in warnings] == [21, 22, 23]
-    with service(vault, fake_embedder) as memories:
-        first = memories.add_many(items)
+    with open_memory(vault, fake_embedder) as memories:
+        first = write_memories(memories, items)
         texts = fake_embedder.texts
-        second = memories.add_many(items)
-        state = memories.state()
+        second = write_memories(memories, items)
+        state = state_of(memories)
     assert sum(first["actions"].values()) == 20 and second["actions"] == {"known": 20}
     assert second["embedded"] == 0 and fake_embedder.texts == texts
     assert all(o.created_at == "2026-11-01 10:00:00" for o in state.values())
@@ -131,71 +138,74 @@ def test_import_is_idempotent_and_does_not_reembed(vault, fake_embedder, tmp_pat
     (MemoryInput("x" * 1_000_000), "over the 64 KB limit"),
 ])
 def test_bad_input_is_a_clear_error(vault, fake_embedder, item, message):
-    with service(vault, fake_embedder) as memories, pytest.raises(InputError, match=message):
-        memories.add(item)
+    with open_memory(vault, fake_embedder) as memories, pytest.raises(InputError, match=message):
+        store_memory(memories, item)
     assert not (vault / ".engram" / "journal.jsonl").exists()
 
 
 def test_forget_and_restore(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
-        saved = memories.add(MemoryInput("Staging database is called pg-staging-2", project="ops"))
-        memories.forget(saved["id"])
+    with open_memory(vault, fake_embedder) as memories:
+        saved = store_memory(memories, MemoryInput("Staging database is called pg-staging-2", project="ops"))
+        forget_memory(memories, saved["id"])
         assert not recall(memories, "staging database", project="ops")
-        memories.restore(saved["id"])
+        restore_memory(memories, saved["id"])
         hits = recall(memories, "staging database", project="ops")
     assert [h["id"] for h in hits] == [saved["id"]]
 
 
 def test_recall_reinforces_what_it_returns(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
-        saved = memories.add(MemoryInput("Use pnpm, not npm, in the web repo", project="web"))
+    with open_memory(vault, fake_embedder) as memories:
+        saved = store_memory(memories, MemoryInput("Use pnpm, not npm, in the web repo", project="web"))
         recall(memories, "which package manager in the web repo", project="web")
         recall(memories, "pnpm", project="web", reinforce=False)
-        assert memories.state()[saved["id"]].recall_count == 1
+        assert state_of(memories)[saved["id"]].recall_count == 1
 
 
 def test_weak_memories_are_archived_unless_a_strong_neighbour_protects_them(vault, fake_embedder):
     later = NOW + timedelta(days=40)  # the strong one is still ≥ 0.30, the weak ones < 0.05
-    with service(vault, fake_embedder, associate_min=0.3) as memories:
-        strong = memories.add(MemoryInput("Kafka cluster brokers run on three nodes", project="ops", importance=1.0,
-                                          category="strategy"))
-        chained = memories.add(MemoryInput("Kafka cluster brokers need rack awareness", project="ops", importance=0.2))
-        lonely = memories.add(MemoryInput("The office plant needs water on Mondays", project="ops", importance=0.2))
-        state = memories.state()
+    with open_memory(vault, fake_embedder, associate_min=0.3) as memories:
+        strong = store_memory(memories, MemoryInput("Kafka cluster brokers run on three nodes", project="ops",
+                                                    importance=1.0, category="strategy"))
+        chained = store_memory(memories, MemoryInput("Kafka cluster brokers need rack awareness", project="ops",
+                                                     importance=0.2))
+        lonely = store_memory(memories, MemoryInput("The office plant needs water on Mondays", project="ops",
+                                                    importance=0.2))
+        state = state_of(memories)
     assert strong["id"] in dict(state[chained["id"]].links)
     pruned = archived(state, later)
     assert lonely["id"] in pruned and chained["id"] not in pruned and strong["id"] not in pruned
 
 
 def test_consolidation_folds_near_duplicates_into_the_most_important(vault, fake_embedder):
-    with service(vault, fake_embedder, reinforce_min=1.1, merge_min=1.1, consolidate_min=0.8) as memories:
-        keep = memories.add(MemoryInput("Redis cache keys expire after one hour", project="api", importance=0.9))
-        fold_in = memories.add(MemoryInput("Redis cache keys expire after one hour always", project="api",
-                                           importance=0.4, source_id="chat-9"))
+    with open_memory(vault, fake_embedder, reinforce_min=1.1, merge_min=1.1, consolidate_min=0.8) as memories:
+        keep = store_memory(memories, MemoryInput("Redis cache keys expire after one hour", project="api",
+                                                  importance=0.9))
+        fold_in = store_memory(memories, MemoryInput("Redis cache keys expire after one hour always", project="api",
+                                                     importance=0.4, source_id="chat-9"))
         failure = track_failure(memories, "Redis cache keys expire after one hour", "cache", project="api")
         report = run_maintenance(memories)
-        state = memories.state()
+        state = state_of(memories)
         assert report["consolidated"] == 1
         assert state[fold_in["id"]].absorbed_into == keep["id"]
         assert "chat-9" in state[keep["id"]].sources
         assert state[failure["id"]].live  # a failure never folds into a plain memory
-        memories.restore(fold_in["id"])
-        assert memories.state()[fold_in["id"]].live
+        restore_memory(memories, fold_in["id"])
+        assert state_of(memories)[fold_in["id"]].live
 
 
 def test_engineering_state(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
+    with open_memory(vault, fake_embedder) as memories:
         failure = track_failure(memories, "CSRF token missing", "payment", "critical", fix="send the header",
                                 project="web")
         first = track_progress(memories, "login-refactor", "in_progress", 60, project="web")
         second = track_progress(memories, "login-refactor", "review", 90, project="web")
         save_handoff(memories, "Old handoff", next_steps=["x"], project="web")
-        memories._fixed_now = NOW + timedelta(hours=1)
+    with open_memory(vault, fake_embedder, NOW + timedelta(hours=1)) as memories:  # an hour later
         save_handoff(memories, "Refactored login; CSRF fixed", completed=["login"], next_steps=["ship"], project="web")
         save_handoff(memories, "Other project", project="api")
         stats = memory_stats(memories)
         handoff = load_handoff(memories, "web")
-        state = memories.state()
+        state = state_of(memories)
     assert state[failure["id"]].importance == 0.9 and state[failure["id"]].category == "failure"
     assert (first["action"], second["action"], first["id"]) == ("new", "updated", second["id"])
     progress = [o for o in state.values() if o.kind == "progress"]
@@ -208,9 +218,9 @@ def test_engineering_state(vault, fake_embedder):
 
 def test_compile_writes_observation_project_and_archive_pages(vault, fake_embedder):
     settings = replace(Settings(), now="2026-11-30 12:00:00")
-    with service(vault, fake_embedder) as memories:
-        saved = memories.add(MemoryInput("Deploys go through the blue-green pipeline", project="web",
-                                         title="../../etc/passwd"))
+    with open_memory(vault, fake_embedder) as memories:
+        saved = store_memory(memories, MemoryInput("Deploys go through the blue-green pipeline", project="web",
+                                                   title="../../etc/passwd"))
         track_failure(memories, "CSRF token missing", "payment", "critical", project="web")
     report = compile_vault(vault, settings, embedder=fake_embedder)
     pages = [p for p in report.written if p.startswith("_engram/memory/web/")]
@@ -226,27 +236,50 @@ def test_compile_writes_observation_project_and_archive_pages(vault, fake_embedd
 
 def test_human_edit_of_an_observation_page_becomes_an_update(vault, fake_embedder):
     settings = replace(Settings(), now="2026-11-30 12:00:00")
-    with service(vault, fake_embedder) as memories:
-        saved = memories.add(MemoryInput("The API rate limit is 100 requests per minute", project="api"))
+    with open_memory(vault, fake_embedder) as memories:
+        saved = store_memory(memories, MemoryInput("The API rate limit is 100 requests per minute", project="api"))
     compile_vault(vault, settings, embedder=fake_embedder)
     page = next((vault / "_engram/memory/api").glob("*.md"))
     page.write_text(page.read_text().replace("100 requests", "250 requests"))
     report = compile_vault(vault, settings, embedder=fake_embedder)
     assert report.memories["edits"] == [saved["id"]]
-    with service(vault, fake_embedder) as memories:
-        obs = memories.state()[saved["id"]]
+    with open_memory(vault, fake_embedder) as memories:
+        obs = state_of(memories)[saved["id"]]
     assert obs.content == "The API rate limit is 250 requests per minute"
     assert obs.history[-1].content == "The API rate limit is 100 requests per minute"
     assert "250 requests" in page.read_text()
 
 
 def test_a_torn_journal_line_is_reported_and_later_writes_survive(vault, fake_embedder):
-    with service(vault, fake_embedder) as memories:
-        memories.add(MemoryInput("Before the crash", project="p"))
+    with open_memory(vault, fake_embedder) as memories:
+        store_memory(memories, MemoryInput("Before the crash", project="p"))
     with open(vault / ".engram" / "journal.jsonl", "ab") as journal:
         journal.write(b'{"id": "ev-torn", "op": "sa')  # a crash in the middle of an append
-    with service(vault, fake_embedder) as memories:
-        after = memories.add(MemoryInput("After the crash, on another topic entirely", project="p"))
-        events, warnings = memories.events()
-        assert after["id"] in memories.state()
+    with open_memory(vault, fake_embedder) as memories:
+        after = store_memory(memories, MemoryInput("After the crash, on another topic entirely", project="p"))
+        found = read_memories(memories).events
+        events, warnings = found.events, found.warnings
+        assert after["id"] in state_of(memories)
     assert len(events) == 2 and [w.line for w in warnings] == [2] and "journal line skipped" in warnings[0].message
+
+
+def test_a_long_lived_handle_sees_other_writers_and_checks_the_index_only_when_needed(vault, fake_embedder,
+                                                                                     monkeypatch):
+    from compiler.memory import index as memory_index
+
+    checks = []
+    real = memory_index.sync_index
+    monkeypatch.setattr(memory_index, "sync_index", lambda *args: checks.append(1) or real(*args))
+    with open_memory(vault, fake_embedder) as server, open_memory(vault, fake_embedder) as other:
+        store_memory(server, MemoryInput("Nightly backups run at two in the morning", project="ops"))
+        recall(server, "when do the nightly backups run", project="ops")  # appends recall events
+        recall(server, "nightly backups", project="ops")
+        assert len(checks) == 1  # a fresh handle checks every memory once; its own writes and recalls need no more
+        snapshot = read_memories(server)
+        assert read_memories(server).live is snapshot.live  # derived views are reused while no event is added
+        server.close()  # as the MCP server does after each call: index handles live for one call
+        later = store_memory(other, MemoryInput("The VPN gateway lives in Frankfurt", project="ops"))
+        other.close()
+        hits = recall(server, "where is the VPN gateway", project="ops")
+        assert hits[0]["id"] == later["id"] and len(checks) == 3  # the other handle's first check, then ours
+        assert read_memories(server).live is not snapshot.live

@@ -11,7 +11,8 @@ import pytest
 from compiler.core.settings import Settings
 from compiler.events.store import read_vault_chunks
 from compiler.memory.model import fold
-from compiler.memory.service import MemoryService, memory_id_for
+from compiler.memory.vault import VaultMemory, read_memories
+from compiler.memory.write import memory_id_for
 from compiler.sync.bridges import read_transcripts
 from compiler.sync.exchange import export_memories
 
@@ -112,8 +113,9 @@ def test_export_from_sessions_is_idempotent_with_sync_ids_from_session_and_call(
     state = fold(read_vault_chunks(vault / ".engram").events())
     assert memory_id_for("payments", "sess-oc-1:call_1") in state
     assert memory_id_for("api", "cc-session-9:toolu_01") in state
-    with MemoryService(vault, Settings(), embedder=fake_embedder) as memories:
-        assert sum(1 for o in memories.state().values() if o.live) == 3  # (old transcripts: archived by decay)
+    with VaultMemory(vault, Settings(), embedder=fake_embedder) as memories:
+        state = read_memories(memories).state
+        assert sum(1 for o in state.values() if o.live) == 3  # (old transcripts: archived by decay)
 
 
 def test_missing_paths_are_reported(tmp_path):

@@ -30,7 +30,8 @@ from compiler.core.errors import BusyError, GitError
 from compiler.core.settings import Settings
 from compiler.events.store import read_vault_chunks
 from compiler.memory.input import MemoryInput
-from compiler.memory.service import MemoryService
+from compiler.memory.edits import forget_memory, store_new
+from compiler.memory.vault import VaultMemory, read_memories
 from compiler.sync.exchange import export_memories, sync_files
 from compiler.sync.git import commit_paths, open_repo
 from compiler.sync.monitor import read_status
@@ -51,16 +52,16 @@ class Machine:
     vault: Path
     embedder: FakeEmbedder
 
-    def service(self) -> MemoryService:
-        return MemoryService(self.vault, SETTINGS, embedder=self.embedder)
+    def memory(self) -> VaultMemory:
+        return VaultMemory(self.vault, SETTINGS, embedder=self.embedder)
 
     def add(self, text: str) -> str:
-        with self.service() as memories:
-            return memories.save_new(MemoryInput(text, project=f"proj-{self.name}"))["id"]
+        with self.memory() as memories:
+            return store_new(memories, MemoryInput(text, project=f"proj-{self.name}"))["id"]
 
     def state(self) -> dict:
-        with self.service() as memories:
-            return memories.state()
+        with self.memory() as memories:
+            return dict(read_memories(memories).state)
 
     def sync(self, **options) -> dict:
         return run_sync(self.vault, SETTINGS, embedder=self.embedder, created_by=self.name, **options)
@@ -138,8 +139,8 @@ def test_two_machines_sync_for_many_rounds_in_interleaved_orders(machines):
             known = sorted(i for i, o in machine.state().items() if o.live and i in live)
             if known:
                 victim = rng.choice(known)
-                with machine.service() as memories:
-                    memories.forget(victim)
+                with machine.memory() as memories:
+                    forget_memory(memories, victim)
                 live.discard(victim)
                 gone.add(victim)
         order = list(orders)[number % len(orders)] if number < len(orders) else rng.choice(list(orders))

@@ -1,0 +1,132 @@
+"""The context of every memory operation, and the steps each one starts or ends with.
+
+`VaultMemory` is a handle, not a service: the vault's paths, settings and clock, the embedder
+(loaded on first use) and the memory index (opened on first use, closed by `close()`). It holds
+no memories. Every operation reads them once (`read_memories`), brings the index in step with
+that read (`sync_index`) and, when it writes, appends its events (`append_and_sync`).
+
+What a handle remembers between operations is keyed on the events themselves: its `Snapshots`
+fold only what was added since the last read, and `IndexedEvents` knows which events the index
+already reflects. A long-lived handle (the MCP server's) makes repeated calls cheap; a fresh one
+checks everything once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from compiler.core.clock import parse_time
+from compiler.core.lock import writer_lock
+from compiler.core.settings import Settings
+from compiler.events.journal import MemoryEvent, append_events
+from compiler.index.embedder import Embedder, load_embedder, model_identity
+from compiler.memory import index as memory_index
+from compiler.memory.index import MemoryIndex
+from compiler.memory.resolve import Thresholds
+from compiler.memory.snapshot import EventKey, EventSet, Memories, Snapshots
+
+TEXT_NEUTRAL = frozenset({"recall"})  # ops that change no indexed text (no content, title or live set)
+
+
+@dataclass
+class IndexedEvents:
+    """Which events the memory index reflects: the event set it was last checked against in full,
+    and the events written and indexed since (by this handle's write path)."""
+
+    checked: EventKey | None = None
+    written: set[str] = field(default_factory=set)
+
+    def reflect(self, events: EventSet) -> bool:
+        """True when the index is in step with `events`: everything after the checked set is a
+        recall (it changes no indexed text) or was indexed as it was written."""
+        if self.checked is None:
+            return False
+        count, last = self.checked
+        if count > len(events) or (count and events.events[count - 1].id != last):
+            return False  # not an extension of the checked set: a chunk came in, or the journal changed
+        return all(e.op in TEXT_NEUTRAL or e.id in self.written for e in events.events[count:])
+
+    def checked_against(self, events: EventSet) -> None:
+        """Records that the index is in step with `events` (all of them)."""
+        self.checked, self.written = events.key, set()
+
+    def wrote(self, events: Iterable[MemoryEvent]) -> None:
+        """Records `events` as reflected: the write path indexed what they wrote as it appended them."""
+        self.written.update(e.id for e in events)
+
+
+class VaultMemory:
+    """One vault's memory context. Open it, pass it to the memory functions, `close()` it (or use
+    it as a context manager); `now` pins the clock (tests, replays), else `settings.now`, else UTC now."""
+
+    def __init__(self, vault: Path, settings: Settings, *, embedder: Embedder | None = None,
+                 now: datetime | None = None) -> None:
+        self.root = vault.resolve()
+        self.engram = self.root / ".engram"
+        self.settings = settings
+        self.identity = embedder.identity if embedder else model_identity(settings.model)
+        self.limits = Thresholds(settings.reinforce_min, settings.merge_min, settings.replace_min,
+                                 settings.merge_max_chars, settings.associate_min, settings.associate_max)
+        self.snapshots = Snapshots()
+        self.indexed_events = IndexedEvents()
+        self._fixed_now = now or (parse_time(settings.now) if settings.now else None)
+        self._embedder = embedder
+        self._index: MemoryIndex | None = None
+
+    def __enter__(self) -> VaultMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the index (Chroma and SQLite handles); the next use reopens it."""
+        if self._index:
+            self._index.close()
+            self._index = None
+
+    def now(self) -> datetime:
+        """Returns the memory clock: the pinned time, else UTC now to the second."""
+        return self._fixed_now or datetime.now(timezone.utc).replace(microsecond=0)
+
+    def embedder(self) -> Embedder:
+        """Returns the embedding model, loading it on first use."""
+        if self._embedder is None:
+            self._embedder = load_embedder(self.settings.model)
+        return self._embedder
+
+    def index(self) -> MemoryIndex:
+        """Returns the memory index (vectors, keywords, embedding caches), opening it on first use."""
+        if self._index is None:
+            self._index = MemoryIndex(self.engram / "cache", self.settings.chroma_url)
+        return self._index
+
+
+def read_memories(vault: VaultMemory) -> Memories:
+    """Returns the vault's memories as the events on disk hold them now: one read of the events."""
+    return vault.snapshots.read(vault.engram, vault.now())
+
+
+def sync_index(vault: VaultMemory, memories: Memories) -> int:
+    """Brings the memory index in step with `memories` (events from another process become
+    searchable); returns how many texts were embedded. Checking every memory is O(n): skipped
+    while the index already reflects these events."""
+    if vault.indexed_events.reflect(memories.events):
+        vault.indexed_events.checked_against(memories.events)  # the next check starts from here
+        return 0
+    embedded = memory_index.sync_index(vault.index(), memories.indexed, vault.embedder, vault.identity)
+    vault.indexed_events.checked_against(memories.events)
+    return embedded
+
+
+def append_and_sync(vault: VaultMemory, events: Sequence[MemoryEvent]) -> Memories:
+    """Appends `events` to the journal (fsync'd) under the writer lock and brings the index in
+    step with them; returns the memories after them."""
+    with writer_lock(vault.engram):
+        append_events(vault.engram, events)
+        memories = read_memories(vault)
+        sync_index(vault, memories)
+    return memories

@@ -1,0 +1,201 @@
+"""The memory write path: every new statement is resolved against what the vault already knows.
+
+    write_memories = validate → lock → read the memories → sync the index
+                     → per batch: embed → resolve → append the events → reindex
+
+Resolve (compiler.memory.resolve) decides per item: new, reinforced, merged or replaced. A
+batch is resolved in order, so each item sees the index plus the items before it; known source
+ids are skipped and known texts are not re-embedded. Events are appended (fsync'd) before the
+index is touched: the index is derived and rebuildable, the journal is the truth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.core.clock import format_time
+from compiler.core.lock import writer_lock
+from compiler.events.journal import MemoryEvent, append_events, new_id
+from compiler.memory.index import conversation_context, memory_text
+from compiler.memory.input import MemoryInput, event_data, read_import_file, validate
+from compiler.memory.model import Observation, apply_event
+from compiler.memory.resolve import Decision, decide
+from compiler.memory.vault import VaultMemory, read_memories, sync_index
+
+IMPORT_BATCH = 256
+NEAREST = 30  # each write is resolved against this many nearest indexed memories
+
+
+def write_memories(vault: VaultMemory, items: Sequence[MemoryInput]) -> dict[str, Any]:
+    """Stores `items` through resolve, in order.
+
+    Returns {"results": [one answer per item], "actions": {action: count}, "embedded": n}.
+    """
+    clean = [validate(i) for i in items]
+    with writer_lock(vault.engram):
+        memories = read_memories(vault)
+        embedded = sync_index(vault, memories)
+        state = dict(memories.state)  # each batch folds its own events into this copy as it goes
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(clean), IMPORT_BATCH):
+            batch = clean[start:start + IMPORT_BATCH]
+            vectors, fresh = embed_drafts(vault, batch)
+            events, answers = resolve_batch(vault, batch, vectors, state)
+            append_events(vault.engram, events)
+            reindex(vault, state, events)
+            results += answers
+            embedded += fresh
+    return {"results": results, "actions": count_actions(results), "embedded": embedded}
+
+
+def store_memory(vault: VaultMemory, item: MemoryInput) -> dict[str, Any]:
+    """Stores one memory through resolve; returns its answer ({"action", "id", "title", ...})."""
+    return write_memories(vault, [item])["results"][0]
+
+
+def import_memories(vault: VaultMemory, path: Path) -> dict[str, Any]:
+    """Stores every memory of a JSON-lines file (see `read_import_file`); a second import adds nothing.
+
+    Returns {"read": n, "skipped": [a warning dict per unusable line], "actions", "embedded"}.
+    """
+    items, warnings = read_import_file(path)
+    written = write_memories(vault, items)
+    return {"read": len(items), "skipped": [w.to_dict() for w in warnings], "actions": written["actions"],
+            "embedded": written["embedded"]}
+
+
+def memory_id_for(project: str, source_id: str) -> str:
+    """Returns a stable sync_id for an external source, so importing it twice adds nothing."""
+    return "mem-" + hashlib.sha256(f"{project}\x00{source_id}".encode()).hexdigest()[:16]
+
+
+def new_memory_id(item: MemoryInput) -> str:
+    """Returns the id a new memory of `item` gets: stable for an external source, else fresh."""
+    return memory_id_for(item.project, item.source_id) if item.source_id else new_id("mem-")
+
+
+def embed_drafts(vault: VaultMemory, batch: Sequence[MemoryInput]) -> tuple[np.ndarray, int]:
+    """Returns the vectors of the texts `batch` would index, and how many were newly embedded."""
+    drafts = [Observation(id="", project=i.project, title=i.title, content=i.content) for i in batch]
+    return vault.index().embed([memory_text(d) for d in drafts], vault.embedder, vault.identity)
+
+
+def resolve_batch(vault: VaultMemory, batch: Sequence[MemoryInput], vectors: np.ndarray,
+                  state: dict[str, Observation]) -> tuple[list[MemoryEvent], list[dict[str, Any]]]:
+    """Resolves a batch in order, each item against its nearest indexed memories and the items
+    before it, folding each event into `state`. Returns the events and one answer per item."""
+    at = format_time(vault.now())
+    found = vault.index().vectors.query_many(vectors, NEAREST)
+    written = _Written(state)
+    events: list[MemoryEvent] = []
+    answers: list[dict[str, Any]] = []
+    for row, item in enumerate(batch):
+        memory_id = new_memory_id(item)
+        if memory_id in written.known:
+            answers.append(written.known_answer(memory_id))
+            continue
+        cosines = {**dict(found[row]), **written.cosines(vectors[row])}
+        decision = decide(item.content, _nearest(item, cosines, state), vault.limits)
+        event = event_for(decision, item, memory_id, at, written.last.get((item.project, item.session_id), ""))
+        events.append(event)
+        answers.append(answer(decision, written.apply(event, item, vectors[row]), vault.now()))
+    return events, answers
+
+
+class _Written:
+    """What the items before in a batch wrote, as the items after them must see it."""
+
+    def __init__(self, state: dict[str, Observation]) -> None:
+        self.state = state
+        self.known = {source: i for i, o in state.items() for source in o.sources}  # folded-in writes count as known
+        self.vectors: dict[str, np.ndarray] = {}  # written in this batch, not in the vector index yet
+        self.last: dict[tuple[str, str], str] = {}  # (project, session) → the memory the last item went to
+
+    def cosines(self, vector: np.ndarray) -> dict[str, float]:
+        """Returns {id: cosine} of `vector` with each memory written earlier in the batch."""
+        return {i: float(v @ vector) for i, v in self.vectors.items()}
+
+    def known_answer(self, memory_id: str) -> dict[str, Any]:
+        """Returns the answer for an item whose source is already known: nothing is written."""
+        holder = self.known[memory_id]
+        return {"action": "known", "id": holder, "title": self.state[holder].title}
+
+    def apply(self, event: MemoryEvent, item: MemoryInput, vector: np.ndarray) -> Observation:
+        """Folds `event` (written for `item`) into the state; returns the memory it went to."""
+        state = self.state
+        state[event.memory] = apply_event(state.get(event.memory), event) or state[event.memory]
+        self.vectors[event.memory] = vector
+        self.last[(item.project, item.session_id)] = event.memory
+        self.known.update({source: event.memory for source in state[event.memory].sources})
+        return state[event.memory]
+
+
+def _nearest(item: MemoryInput, cosines: dict[str, float],
+             state: dict[str, Observation]) -> list[tuple[Observation, float]]:
+    """Returns the candidates resolve may fold `item` into: live, same project, same kind."""
+    return [(state[i], c) for i, c in cosines.items() if i in state and state[i].live
+            and state[i].project == item.project and state[i].kind == item.kind]
+
+
+def event_for(decision: Decision, item: MemoryInput, memory_id: str, at: str, follows: str = "") -> MemoryEvent:
+    """Returns the event that carries out `decision` for `item`: a save, or a change to its target."""
+    sources = [memory_id] + ([item.source_id] if item.source_id else [])
+    if decision.action == "new":
+        data = {**event_data(item), "links": [list(link) for link in decision.links]}
+        if follows:
+            data["follows"] = follows  # a conversation imported in order: each turn indexes its neighbours
+        return MemoryEvent(event_id("save", memory_id), "save", memory_id, at, data)
+    op = {"reinforced": "reinforce", "merged": "merge", "replaced": "replace"}[decision.action]
+    data = {"sources": sources, "source": memory_id, "similarity": round(decision.similarity, 4),
+            "reason": decision.reason}
+    if decision.content:
+        data["content"] = decision.content
+    return MemoryEvent(event_id(op, memory_id), op, decision.target, at, data)
+
+
+def event_id(op: str, memory_id: str) -> str:
+    """Deterministic for writes derived from a stable memory id: re-importing writes the same event."""
+    return "ev-" + hashlib.sha256(f"{op}\x00{memory_id}".encode()).hexdigest()[:16]
+
+
+def answer(decision: Decision, obs: Observation, now: datetime) -> dict[str, Any]:
+    """Returns what a write answers: the action, the memory it went to, and why."""
+    result = {"action": decision.action, "id": obs.id, "title": obs.title, "project": obs.project,
+              "category": obs.category, "strength": round(obs.strength(now), 4)}
+    if decision.target:
+        result.update(similarity=round(decision.similarity, 4), reason=decision.reason)
+    if decision.links:
+        result["links"] = [i for i, _ in decision.links]
+    return result
+
+
+def reindex(vault: VaultMemory, state: dict[str, Observation], events: Sequence[MemoryEvent]) -> None:
+    """Indexes the memories `events` wrote with the vectors of their current text, rewrites the
+    keyword rows of memories whose conversational neighbours changed, and records the events as
+    reflected by the index (so the next `sync_index` need not check every memory)."""
+    if not events:
+        return
+    ids = list(dict.fromkeys(e.memory for e in events))
+    live = {i: o for i, o in state.items() if o.live}
+    context = conversation_context(live)
+    memories = [live[i] for i in ids if i in live]
+    vectors, _ = vault.index().embed([memory_text(m) for m in memories], vault.embedder, vault.identity)
+    vault.index().put(memories, vectors, context)
+    before = {live[i].follows for i in ids if i in live}  # their context gained the new memories
+    touched = (before | {live[i].follows for i in before if i in live}) - set(ids)
+    vault.index().put_keywords([live[i] for i in sorted(touched) if i in live], context)
+    vault.indexed_events.wrote(events)
+
+
+def count_actions(results: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Returns {action: how many results had it}, in the order actions first appear."""
+    actions: dict[str, int] = {}
+    for result in results:
+        actions[result["action"]] = actions.get(result["action"], 0) + 1
+    return actions
