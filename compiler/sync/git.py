@@ -115,7 +115,7 @@ def recover_interrupted(repo: Repo) -> str:
 
 
 def pull_rebase(repo: Repo, remote: str, branch: str, manifest: str) -> dict[str, int | bool]:
-    """`git pull --rebase --autostash`, resolving manifest conflicts by union; returns what happened.
+    """`git pull --rebase --autostash` as fetch + rebase, resolving manifest conflicts by union; returns what happened.
 
     Returns {"pulled": bool (the remote branch exists), "resolved": manifest conflicts resolved}.
     """
@@ -123,9 +123,17 @@ def pull_rebase(repo: Repo, remote: str, branch: str, manifest: str) -> dict[str
     marker = repo.git_dir / REBASE_MARKER
     marker.write_text(str(os.getpid()))
     try:
-        result = git(repo.vault, "pull", "--rebase", "--autostash", "--no-stat", remote, branch, check=False)
-        if result.returncode and "couldn't find remote ref" in (result.stderr + result.stdout):
+        # fetch + rebase rather than `git pull --rebase`: pull goes through FETCH_HEAD, which a git
+        # left running by a killed sync may write at the same time ("Cannot rebase onto multiple
+        # branches"); the remote-tracking ref is updated atomically, under git's ref lock.
+        tracking = f"refs/remotes/{remote}/{branch}"
+        fetched = git(repo.vault, "fetch", "--no-write-fetch-head", remote, f"+refs/heads/{branch}:{tracking}",
+                      check=False)
+        if fetched.returncode and "couldn't find remote ref" in (fetched.stderr + fetched.stdout):
             return {"pulled": False, "resolved": 0, "changed": False}
+        if fetched.returncode:
+            raise GitError(f"git fetch {remote} {branch} failed: {_tail(fetched)}")
+        result = git(repo.vault, "rebase", "--autostash", tracking, check=False)
         resolved = 0
         while result.returncode:
             if not _rebasing(repo):
