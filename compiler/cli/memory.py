@@ -53,10 +53,12 @@ def memory_group() -> None:
 @click.argument("content")
 @click.option("--title", default="", help="A short title (default: the first line).")
 @click.option("--project", default="", help="Project the memory belongs to (default: 'default').")
-@click.option("--category", default="fact", type=click.Choice(["fact", "strategy", "assumption", "failure"]))
+@click.option("--category", default="fact", type=click.Choice(["fact", "strategy", "assumption", "failure"]),
+              help="Which decay curve it follows (strategy fades slowest, failure fastest).")
 @click.option("--importance", default=0.5, type=float, help="0..1: how slowly it fades.")
 @click.option("--type", "type_", default="note", help="Free-text type, as the engram CLI (decision, bugfix, ...).")
-@click.option("--topic-key", default="")
+@click.option("--topic-key", default="",
+              help="Names an evolving topic: a later save with the same key updates that memory.")
 @click.option("--source-id", default="", help="An external id kept as provenance (and for idempotent imports).")
 @common_options
 def memory_add(content: str, title: str, project: str, category: str, importance: float, type_: str,
@@ -85,9 +87,9 @@ def memory_import(file: Path, vault: str | None, now: str | None, as_json: bool)
 
 @memory_group.command("update")
 @click.argument("memory_id")
-@click.option("--content", default=None)
-@click.option("--title", default=None)
-@click.option("--importance", default=None, type=float)
+@click.option("--content", default=None, help="The new content (the old one stays as history).")
+@click.option("--title", default=None, help="The new title.")
+@click.option("--importance", default=None, type=float, help="The new importance, 0..1.")
 @common_options
 def memory_update(memory_id: str, content: str | None, title: str | None, importance: float | None,
                   vault: str | None, now: str | None, as_json: bool) -> None:
@@ -140,9 +142,11 @@ def memory_stats_command(vault: str | None, now: str | None, as_json: bool) -> N
 
 @click.command("recall")
 @click.argument("query", nargs=-1, required=True)
-@click.option("-n", "limit", default=5, show_default=True, type=click.IntRange(1, 100))
+@click.option("-n", "limit", default=5, show_default=True, type=click.IntRange(1, 100),
+              help="Number of memories to return.")
 @click.option("--project", default="", help="Only this project's memories.")
-@click.option("--category", default="", type=click.Choice(["", "fact", "strategy", "assumption", "failure"]))
+@click.option("--category", default="", type=click.Choice(["", "fact", "strategy", "assumption", "failure"]),
+              help="Only memories of this category.")
 @click.option("--no-reinforce", is_flag=True, help="Do not count this recall (for inspection and benchmarks).")
 @common_options
 def recall_command(query: tuple[str, ...], limit: int, project: str, category: str, no_reinforce: bool,
@@ -163,13 +167,14 @@ def track_group() -> None:
 
 
 @track_group.command("failure")
-@click.option("--error", required=True)
-@click.option("--component", required=True)
-@click.option("--severity", default="major", type=click.Choice(["critical", "major", "minor"]))
-@click.option("--root-cause", default="")
-@click.option("--fix", default="")
+@click.option("--error", required=True, help="The error as seen (message, symptom).")
+@click.option("--component", required=True, help="The component it happened in (payment, auth, ...).")
+@click.option("--severity", default="major", type=click.Choice(["critical", "major", "minor"]),
+              help="critical 0.9, major 0.7, minor 0.5 importance.")
+@click.option("--root-cause", default="", help="Why it happened, when known.")
+@click.option("--fix", default="", help="What fixed it, when known.")
 @click.option("--test", "tests", multiple=True, help="A related test id (repeatable).")
-@click.option("--project", default="")
+@click.option("--project", default="", help="Project the failure belongs to (default: 'default').")
 @common_options
 def track_failure_command(error: str, component: str, severity: str, root_cause: str, fix: str,
                           tests: tuple[str, ...], project: str, vault: str | None, now: str | None, as_json: bool) -> None:
@@ -182,13 +187,14 @@ def track_failure_command(error: str, component: str, severity: str, root_cause:
 
 
 @track_group.command("progress")
-@click.option("--feature", required=True)
-@click.option("--status", required=True, type=click.Choice(["planning", "in_progress", "review", "blocked", "done"]))
-@click.option("--completion", default=None, type=click.IntRange(0, 100))
+@click.option("--feature", required=True, help="The feature being tracked: one live record per feature.")
+@click.option("--status", required=True, type=click.Choice(["planning", "in_progress", "review", "blocked", "done"]),
+              help="Where it stands (blocked is the most important to remember).")
+@click.option("--completion", default=None, type=click.IntRange(0, 100), help="Percent done, 0..100.")
 @click.option("--blocker", "blockers", multiple=True, help="What blocks it (repeatable).")
-@click.option("--quality", "quality_score", default=None, type=float)
-@click.option("--notes", default="")
-@click.option("--project", default="")
+@click.option("--quality", "quality_score", default=None, type=float, help="A 0..1 quality score, if you keep one.")
+@click.option("--notes", default="", help="Free notes on the state of the work.")
+@click.option("--project", default="", help="Project the feature belongs to (default: 'default').")
 @common_options
 def track_progress_command(feature: str, status: str, completion: int | None, blockers: tuple[str, ...],
                            quality_score: float | None, notes: str, project: str, vault: str | None,
@@ -207,12 +213,12 @@ def handoff_group() -> None:
 
 
 @handoff_group.command("save")
-@click.option("--summary", required=True)
-@click.option("--completed", multiple=True)
-@click.option("--in-progress", multiple=True)
-@click.option("--blocked", multiple=True)
-@click.option("--next-step", "next_steps", multiple=True)
-@click.option("--project", default="")
+@click.option("--summary", required=True, help="What this session did, in a few lines.")
+@click.option("--completed", multiple=True, help="Something finished this session. Repeatable.")
+@click.option("--in-progress", multiple=True, help="Something started and not finished. Repeatable.")
+@click.option("--blocked", multiple=True, help="Something blocked, and on what. Repeatable.")
+@click.option("--next-step", "next_steps", multiple=True, help="What the next session should do first. Repeatable.")
+@click.option("--project", default="", help="Project of the handoff (default: 'default').")
 @common_options
 def handoff_save(summary: str, completed: tuple[str, ...], in_progress: tuple[str, ...], blocked: tuple[str, ...],
                  next_steps: tuple[str, ...], project: str, vault: str | None, now: str | None, as_json: bool) -> None:
@@ -225,7 +231,7 @@ def handoff_save(summary: str, completed: tuple[str, ...], in_progress: tuple[st
 
 
 @handoff_group.command("load")
-@click.option("--project", default="")
+@click.option("--project", default="", help="Load the latest handoff of this project (default: any).")
 @common_options
 def handoff_load(project: str, vault: str | None, now: str | None, as_json: bool) -> None:
     """Print the latest handoff of a project."""
