@@ -1,3 +1,5 @@
+"""`python -m compiler`: the `engram` command without the console script."""
+
 from compiler.cli.main import main
 
 main()

@@ -1,1 +1,4 @@
-"""memory"""
+"""Agent memory: the model (decay, fold), input rules, resolve on write, recall, maintenance, engineering state.
+
+Above events and index; independent of notes.
+"""

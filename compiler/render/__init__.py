@@ -1,1 +1,4 @@
-"""render"""
+"""Generated pages: Jinja2 templates for note pages (catalog, backlinks, health) and memory pages.
+
+The only package that imports jinja2.
+"""

@@ -1,1 +1,2 @@
-"""sync"""
+"""Memories between machines: export and import of chunks, transcript bridges, git, the sync monitor.
+"""
