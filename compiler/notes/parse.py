@@ -21,14 +21,8 @@ from frontmatter.default_handlers import YAMLHandler
 from markdown_it.token import Token
 
 from compiler.core.errors import BuildWarning
-from compiler.notes.markdown_rules import (
-    extract_links,
-    is_link_list,
-    markdown_parser,
-    plain_text,
-    split_wikilink,
-    strip_comments,
-)
+from compiler.notes.markdown_rules import (extract_links, is_link_list, markdown_parser,
+                                          plain_text, split_wikilink, strip_comments)
 from compiler.notes.records import Heading, Link, Note, Section
 
 BINARY_SNIFF_BYTES = 8192
