@@ -20,6 +20,7 @@ MAX_CONTENT_BYTES = 64 * 1024  # a memory is a statement, not a document: put do
 MAX_LINE_CHARS = 1000  # titles, projects, types, keys: one line each
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}$")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+_SEPARATOR = re.compile(r"([\\/])")
 
 
 def id_problem(value: Any, what: str) -> str:
@@ -41,11 +42,28 @@ def line_problem(value: Any, what: str, *, required: bool = False) -> str:
         return f"{what} is over {MAX_LINE_CHARS} characters"
     if any(unicodedata.category(c) == "Cc" for c in value):
         return f"{what} {value[:80]!r} holds control characters"
-    text = value.strip()
-    parts = re.split(r"[\\/]", text)
-    if text.startswith(("/", "\\", "~")) or _DRIVE.match(text) or ".." in parts:
+    if looks_like_path(value):
         return f"{what} {value[:80]!r} looks like a file path"
     return ""
+
+
+def looks_like_path(value: str) -> bool:
+    """Returns whether a one-line field could climb out of a folder if someone made it a path:
+    it starts at a root (`/`, `\\`, `~`, a drive) or has a `..` segment."""
+    text = value.strip()
+    return text.startswith(("/", "\\", "~")) or bool(_DRIVE.match(text)) or ".." in _SEPARATOR.split(text)
+
+
+def unpath(value: str) -> str:
+    """Returns `value` without what makes it look like a path (leading roots, `..` segments), so
+    the write boundary can keep a hostile title as display text every peer accepts."""
+    text = value.strip()
+    while looks_like_path(text):  # each pass removes at least one character: it ends
+        tokens = _SEPARATOR.split(text)  # segment, separator, segment, ...
+        kept = [tok for n, tok in enumerate(tokens)
+                if not (n % 2 == 0 and tok == "..") and not (n % 2 == 1 and tokens[n - 1] == "..")]
+        text = _DRIVE.sub("", "".join(kept).strip()).lstrip("/\\~ ")
+    return text
 
 
 def content_problem(value: Any, *, required: bool = True) -> str:
@@ -108,18 +126,27 @@ def event_problem(event: MemoryEvent) -> str:
     checks = [_strings_problem(data.get("sources"), "sources"),
               "" if isinstance(data.get("fields", {}), dict) else "fields must be an object"]
     if event.op == "save":
-        checks += [content_problem(data.get("content")), line_problem(data.get("title"), "title"),
-                   line_problem(data.get("project"), "project"), _number_problem(data.get("importance"), "importance"),
-                   "" if data.get("category", "fact") in CATEGORIES else f"unknown category {data.get('category')!r}",
-                   "" if data.get("kind", "memory") in KINDS else f"unknown kind {data.get('kind')!r}",
-                   time_problem(data.get("created_at"), "created_at"), _links_problem(data.get("links"))]
-        checks += [line_problem(data.get(key), key) for key in ("type", "topic_key", "scope", "session_id")]
+        checks.append(save_problem(data))
     elif event.op in ("merge", "replace", "update"):
         checks += [content_problem(data.get("content"), required=False), line_problem(data.get("title"), "title"),
                    _number_problem(data.get("importance"), "importance")]
     elif event.op == "consolidate":
         checks += [id_problem(data["into"], "consolidate target") if "into" in data else "",
                    _strings_problem(data.get("absorbed"), "absorbed")]
+    return next((c for c in checks if c), "")
+
+
+def save_problem(data: dict[str, Any]) -> str:
+    """Returns why the data of a save event is no valid memory ("" when it is). The one rule: the
+    write boundary (compiler.memory.input.validate) applies it to what it stores, a peer to what it imports."""
+    checks = [content_problem(data.get("content")), line_problem(data.get("title"), "title"),
+              line_problem(data.get("project"), "project"), _number_problem(data.get("importance"), "importance"),
+              "" if data.get("category", "fact") in CATEGORIES else f"unknown category {data.get('category')!r}",
+              "" if data.get("kind", "memory") in KINDS else f"unknown kind {data.get('kind')!r}",
+              time_problem(data.get("created_at"), "created_at"), _links_problem(data.get("links")),
+              _strings_problem(data.get("sources"), "sources"),
+              "" if isinstance(data.get("fields", {}), dict) else "fields must be an object"]
+    checks += [line_problem(data.get(key), key) for key in ("type", "topic_key", "scope", "session_id")]
     return next((c for c in checks if c), "")
 
 

@@ -21,7 +21,7 @@ from compiler.core.errors import InputError
 from compiler.events.checks import CATEGORIES
 from compiler.events.journal import MemoryEvent, new_id
 from compiler.memory.edits import describe, store_new, update_memory
-from compiler.memory.input import DEFAULT_PROJECT, MemoryInput, clean_line, validate
+from compiler.memory.input import MemoryInput, clean_line, validate
 from compiler.memory.maintenance import last_maintenance
 from compiler.memory.model import Observation, unarchived
 from compiler.memory.snapshot import Memories
@@ -58,9 +58,10 @@ def track_progress(vault: VaultMemory, feature: str, status: str, completion: in
                    blockers: Sequence[str] = (), quality_score: float | None = None, notes: str = "",
                    project: str = "") -> dict[str, Any]:
     """Creates or updates the one live progress record of `feature`; returns it."""
-    item = progress_input(feature, status, completion, blockers, quality_score, notes, project)
+    # Validated first: the stored topic key is the normalised one, so the lookup must use it too.
+    item = validate(progress_input(feature, status, completion, blockers, quality_score, notes, project))
     feature, status = item.fields["feature"], item.fields["status"]
-    holders = on_topic(read_memories(vault).state, item.kind, item.project or DEFAULT_PROJECT, item.topic_key)
+    holders = on_topic(read_memories(vault).state, item.kind, item.project, item.topic_key)
     if not holders:
         return {**store_memory(vault, item), "feature": feature, "status": status}
     current = min(holders, key=lambda o: (o.created_at, o.id)).id  # the first record of the feature

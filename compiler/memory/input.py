@@ -2,7 +2,9 @@
 
 Rules (documented in the README): empty content, importance outside 0..1, an unknown
 category and content over MAX_CONTENT_BYTES are errors; titles and projects are normalised
-(control characters dropped, whitespace collapsed, length capped) and never used as paths.
+(control characters dropped, whitespace collapsed, length capped, path look removed) and never
+used as paths. What validate returns passes compiler.events.checks.save_problem, the check every
+peer applies on import: a memory acknowledged here is never quarantined there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning, InputError
-from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES
+from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES, save_problem, unpath
 
 MAX_TITLE_CHARS = 120
 MAX_PROJECT_CHARS = 80
@@ -48,16 +50,24 @@ def clean_line(text: Any, limit: int) -> str:
 
 
 def validate(item: MemoryInput) -> MemoryInput:
-    """Returns a normalised copy of `item`, or raises InputError."""
+    """Returns a normalised copy of `item`, or raises InputError naming the field.
+
+    What a peer would quarantine (compiler.events.checks.save_problem, the one rule) is normalised
+    here when it can be (one line, no path look: `../../x` becomes `x`) and refused when it cannot.
+    """
     if not isinstance(item.content, str):
         raise InputError(f"content must be text, got {type(item.content).__name__}")
-    content = item.content.replace("\x00", "").replace("\r\n", "\n").strip()
+    # A lone surrogate (JSON "\ud800") cannot be written as UTF-8: it becomes U+FFFD.
+    content = item.content.encode("utf-8", "replace").decode("utf-8")
+    content = content.replace("\x00", "").replace("\r\n", "\n").strip()
     if not content:
         raise InputError("content is empty")
     size = len(content.encode("utf-8"))
     if size > MAX_CONTENT_BYTES:
         raise InputError(f"content is {size / 1024:.0f} KB, over the {MAX_CONTENT_BYTES // 1024} KB limit "
                                "for one memory: store a summary and keep the document as a note")
+    if isinstance(item.importance, bool):
+        raise InputError(f"importance must be a number from 0 to 1, got {item.importance!r}")
     try:
         importance = float(item.importance)
     except (TypeError, ValueError):
@@ -67,14 +77,39 @@ def validate(item: MemoryInput) -> MemoryInput:
     category = str(item.category or "fact").strip().lower()
     if category not in CATEGORIES:
         raise InputError(f"unknown category {item.category!r}: use one of {', '.join(CATEGORIES)}")
-    if item.kind not in KINDS:
+    if not isinstance(item.kind, str) or item.kind not in KINDS:
         raise InputError(f"unknown kind {item.kind!r}")
-    title = clean_line(item.title, MAX_TITLE_CHARS) or clean_line(content.splitlines()[0], MAX_TITLE_CHARS)
-    project = clean_line(item.project, MAX_PROJECT_CHARS) or DEFAULT_PROJECT
-    return replace(item, content=content, title=title, project=project, category=category, importance=importance,
-                   type=clean_line(item.type, 40) or "note", topic_key=clean_line(item.topic_key, 200),
-                   scope=clean_line(item.scope, 40), session_id=clean_line(item.session_id, 120),
-                   source_id=clean_line(item.source_id, 200))
+    if not isinstance(item.fields, dict):
+        raise InputError(f"fields must be an object, got {type(item.fields).__name__}")
+    clean = replace(item, content=content, title=_title(item.title, content), category=category,
+                    importance=importance, project=_line(item.project, MAX_PROJECT_CHARS, "project") or DEFAULT_PROJECT,
+                    type=_line(item.type, 40, "type") or "note", topic_key=_line(item.topic_key, 200, "topic_key"),
+                    scope=_line(item.scope, 40, "scope"), session_id=_line(item.session_id, 120, "session_id"),
+                    source_id=clean_line(item.source_id, 200))
+    problem = save_problem(event_data(clean))  # a backstop: what passes here, every peer imports
+    if problem:
+        raise InputError(problem)
+    return clean
+
+
+def _line(value: Any, limit: int, what: str) -> str:
+    """Returns a one-line field as every peer accepts it ("" when none was given); raises InputError
+    when what was given is nothing but a path (`..`, `~`)."""
+    line = clean_line(value, limit)
+    kept = unpath(line)
+    if line and not kept:
+        raise InputError(f"{what} {line[:80]!r} is only path characters: give it a name")
+    return kept
+
+
+def _title(title: Any, content: str) -> str:
+    """Returns the memory's title: the given one, else the first line of the content with any text.
+    A title is display text, never a path: what would look like one is dropped (`../../x` → `x`)."""
+    for candidate in [title, *content.splitlines()]:
+        line = unpath(clean_line(candidate, MAX_TITLE_CHARS))
+        if line:
+            return line
+    raise InputError("title is empty and no line of the content can be one: give a title")
 
 
 def event_data(item: MemoryInput) -> dict[str, Any]:

@@ -56,9 +56,15 @@ def recall(vault: VaultMemory, query: str, n: int = 5, *, project: str = "", cat
     """Returns up to `n` memories for `query` as dicts (id, title, content, score, strength, ...).
 
     With `reinforce`, each returned memory gets a recall event (recall_count + 1, decay restarts).
+    Raises ModelLoadError when the embedding model cannot load (there is no silent keyword fallback).
     """
+    if not query.strip():
+        return []
+    # The model first, even when there is nothing to rank: a model that cannot load raises
+    # ModelLoadError naming the cause here, rather than an empty vault answering [] as if all were well.
+    vault.embedder()
     memories = searchable_memories(vault)
-    if not memories.live or not query.strip():
+    if not memories.live:
         return []
     now = vault.now()
     scope = Scope(memories.live, project, category, memory_type)
