@@ -7,7 +7,6 @@ category and content over MAX_CONTENT_BYTES are errors; titles and projects are 
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -16,7 +15,8 @@ from typing import Any
 
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning, InputError
-from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES
+from compiler.core.json_input import load_json
+from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES, time_problem
 
 MAX_TITLE_CHARS = 120
 MAX_PROJECT_CHARS = 80
@@ -110,10 +110,13 @@ def read_import_file(path: Path) -> tuple[list[MemoryInput], list[BuildWarning]]
 
 def _import_line(line: str) -> MemoryInput:
     """Returns the validated memory of one import line; raises ValueError or TypeError."""
-    raw = json.loads(line)
+    raw = load_json(line)
     if not isinstance(raw, dict):
         raise InputError("a line must be a JSON object")
     item = MemoryInput(**{k: v for k, v in raw.items() if k in IMPORT_FIELDS and v is not None})
     if item.created_at:
-        item = replace(item, created_at=format_time(parse_time(str(item.created_at))))
+        problem = time_problem(item.created_at, "created_at")  # the rule a chunk's records are held to
+        if problem:
+            raise InputError(problem)
+        item = replace(item, created_at=format_time(parse_time(item.created_at)))
     return validate(item)

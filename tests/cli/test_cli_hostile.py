@@ -87,3 +87,22 @@ def test_a_deeply_nested_manifest_degrades_like_any_corrupt_manifest(vault, mani
     assert f"manifest unreadable: .engram/manifest.json: not valid JSON ({why}" in run(vault, "check").stderr
     stats = json.loads(run(vault, "memory", "stats", "--json").stdout)
     assert stats["live"] == 1  # the chunk still imports without its manifest
+
+
+def test_memory_add_with_a_now_out_of_range_is_a_usage_error(vault):
+    result = run(vault, "memory", "add", "Deploys run on Buildkite", "--now", LATE)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == f"engram: --now: `now` '{LATE}' {RANGE}\n"
+
+
+def test_memory_import_skips_overflowing_and_deep_lines_naming_file_and_line(vault, tmp_path):
+    path = tmp_path / "memories.jsonl"
+    path.write_text("\n".join([json.dumps({"content": "Redis runs in cluster mode", "project": "api"}),
+                               json.dumps({"content": "Too early", "created_at": EARLY}),
+                               DEEP.decode(),
+                               json.dumps({"content": "Postgres is version 16", "project": "api"})]) + "\n")
+    result = run(vault, "memory", "import", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [f"warning: memories.jsonl:2: skipped: created_at '{EARLY}' {RANGE}",
+                                          "warning: memories.jsonl:3: skipped: nested deeper than 100 levels"]
+    assert result.stdout.startswith("imported 2 lines: {'new': 2}")
