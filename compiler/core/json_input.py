@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 MAX_DEPTH = 100  # a chunk is 4 levels deep, an event with metadata fields under 10: far above any real file
+MAX_FIELDS_DEPTH = 32  # a memory's metadata `fields`: its event, in a chunk, stays far below MAX_DEPTH
 
 
 class JSONDepthError(ValueError):
@@ -29,7 +30,7 @@ def load_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
         value = json.loads(text)
     except RecursionError:  # deeper than the interpreter's stack allows: certainly too deep
         raise JSONDepthError(max_depth) from None
-    if _opening_brackets(text) > max_depth and _depth(value) > max_depth:
+    if _opening_brackets(text) > max_depth and json_depth(value) > max_depth:
         raise JSONDepthError(max_depth)
     return value
 
@@ -41,7 +42,7 @@ def _opening_brackets(text: str | bytes) -> int:
     return text.count("[") + text.count("{")
 
 
-def _depth(value: Any) -> int:
+def json_depth(value: Any) -> int:
     """Returns how deeply `value` nests lists and dicts (a scalar is 0), without recursing."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, (list, dict)) else []

@@ -15,7 +15,7 @@ from typing import Any
 
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning, InputError
-from compiler.core.json_input import load_json
+from compiler.core.json_input import MAX_FIELDS_DEPTH, json_depth, load_json
 from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES, time_problem
 
 MAX_TITLE_CHARS = 120
@@ -69,6 +69,9 @@ def validate(item: MemoryInput) -> MemoryInput:
         raise InputError(f"unknown category {item.category!r}: use one of {', '.join(CATEGORIES)}")
     if item.kind not in KINDS:
         raise InputError(f"unknown kind {item.kind!r}")
+    if json_depth(item.fields) > MAX_FIELDS_DEPTH:
+        # accepted here, its journal line and chunk would be refused as too deep on every reader
+        raise InputError(f"metadata fields nest deeper than {MAX_FIELDS_DEPTH} levels")
     title = clean_line(item.title, MAX_TITLE_CHARS) or clean_line(content.splitlines()[0], MAX_TITLE_CHARS)
     project = clean_line(item.project, MAX_PROJECT_CHARS) or DEFAULT_PROJECT
     return replace(item, content=content, title=title, project=project, category=category, importance=importance,

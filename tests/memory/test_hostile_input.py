@@ -70,3 +70,22 @@ def test_a_deeply_nested_transcript_line_is_a_bad_line_not_a_crash(tmp_path):
                                                                              "arguments": DEEP}]}}) + "\n")
     items, report = read_transcripts([path])
     assert [i.source_id for i in items] == ["s:call_1"] and report.bad_lines == 1
+
+
+def nested(levels: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(levels - 1):
+        value = {"x": value}
+    return value
+
+
+def test_metadata_too_deep_for_every_reader_is_refused_at_write_time(vault, fake_embedder):
+    from compiler.core.errors import InputError
+
+    with VaultMemory(vault, Settings(), embedder=fake_embedder) as memories:
+        with pytest.raises(InputError, match="metadata fields nest deeper than 32 levels"):
+            store_memory(memories, MemoryInput("Deep metadata", project="p", fields=nested(150)))
+        kept = store_memory(memories, MemoryInput("Metadata 32 levels deep is fine", project="p", fields=nested(32)))
+    with VaultMemory(vault, Settings(), embedder=fake_embedder) as memories:
+        assert set(read_memories(memories).state) == {kept["id"]}  # its journal line reads back
+    assert read_journal(vault / ".engram")[1] == []
