@@ -191,10 +191,12 @@ def _coerce(key: str, value: Any, default: Any, where: Any) -> Any:
             return float(value)
         raise fail(f"`{key}` must be {_kind(default)}, got {value!r}")
     if key == "now" and value:
-        from compiler.core.clock import parse_time
+        from compiler.core.clock import TimeRangeError, parse_time
 
         try:
             parse_time(value)
+        except TimeRangeError as error:
+            raise fail(f"`now` {error}") from None
         except ValueError:
             raise fail(f"`now` must look like 2026-11-30 12:00:00 (UTC), got {value!r}") from None
     if key == "out" and not _is_safe_folder(value):

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from typing import Any
 
-from compiler.core.clock import parse_time
+from compiler.core.clock import TimeRangeError, parse_time
 from compiler.events.journal import OPS, MemoryEvent
 
 CATEGORIES = ("fact", "strategy", "assumption", "failure")
@@ -87,6 +87,8 @@ def time_problem(value: Any, what: str, *, required: bool = False) -> str:
         return f"{what} is not a timestamp"
     try:
         parse_time(value)
+    except TimeRangeError as error:
+        return f"{what} {error}"
     except ValueError:
         return f"{what} {value[:40]!r} is not a timestamp"
     return ""

@@ -34,6 +34,7 @@ from typing import Any
 
 from compiler.core.errors import CorruptDataError
 from compiler.core.files import atomic_write
+from compiler.core.json_input import load_json
 
 CHUNKS_DIR = "chunks"
 SUFFIX = ".jsonl.gz"
@@ -158,9 +159,9 @@ def parse_chunk(data: bytes) -> ChunkContent:
     # Go's decoder replaces invalid UTF-8 with U+FFFD; so do we.
     text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
     try:
-        whole = json.loads(text)
+        whole = load_json(text)
     except ValueError:
-        whole = None
+        whole = None  # maybe the one-record-per-line variant; a bad line is that line's problem
     if isinstance(whole, dict) and any(key in whole for key in (*CHUNK_KEYS, EXTENSION)):
         content = ChunkContent()
         _take_object(whole, content, "")
@@ -203,9 +204,9 @@ def _parse_lines(text: str) -> ChunkContent:
             continue
         where = f"line {number}"
         try:
-            record = json.loads(line)
+            record = load_json(line)
         except ValueError as error:
-            content.problems.append((where, f"not JSON ({error.msg})"))
+            content.problems.append((where, f"not JSON ({getattr(error, 'msg', error)})"))
             continue
         parsed += 1
         if not isinstance(record, dict):
@@ -219,7 +220,11 @@ def _parse_lines(text: str) -> ChunkContent:
         else:
             content.problems.append((where, "neither an observation nor a session"))
     if not parsed:
-        raise CorruptDataError("not JSON: no line parses" if text.strip() else "empty chunk")
+        if not text.strip():
+            raise CorruptDataError("empty chunk")
+        # name the reason when it is one: "not JSON (nested deeper than 100 levels)" says what a peer sent
+        reasons = {why for _, why in content.problems}
+        raise CorruptDataError(reasons.pop() if len(reasons) == 1 else "not JSON: no line parses")
     return content
 
 

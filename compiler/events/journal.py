@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.core.clock import parse_time
+from compiler.core.clock import TimeRangeError, parse_time
 from compiler.core.errors import BuildWarning
+from compiler.core.json_input import load_json
 
 JOURNAL = "journal.jsonl"
 
@@ -53,7 +54,11 @@ class MemoryEvent:
             raise ValueError(f"missing or empty field(s): {', '.join(missing)}")
         if raw["op"] not in OPS:
             raise ValueError(f"unknown op {raw['op']!r}")
-        parse_time(raw["at"])
+        try:
+            parse_time(raw["at"])
+        except ValueError as error:
+            raise ValueError(f"`at` {error}" if isinstance(error, TimeRangeError) else f"`at` is not a timestamp: "
+                             f"{raw['at'][:40]!r}") from None
         data = raw.get("data", {})
         if not isinstance(data, dict):
             raise ValueError("`data` is not an object")
@@ -138,6 +143,6 @@ def _read_more(path: Path, cache: _JournalCache) -> None:
             if not line.strip():
                 continue
             try:
-                cache.events.append(MemoryEvent.from_dict(json.loads(line)))
-            except ValueError as error:  # json.JSONDecodeError is a ValueError too
+                cache.events.append(MemoryEvent.from_dict(load_json(line)))
+            except ValueError as error:  # bad JSON, too deep, a bad field, a time out of range
                 cache.warnings.append(BuildWarning(shown, cache.lines, f"journal line skipped: {error}", "journal"))

@@ -12,7 +12,6 @@ is the three-way merge (git's own `union` driver would produce invalid JSON).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from compiler.core.errors import CorruptDataError
 from compiler.core.files import atomic_write
+from compiler.core.json_input import load_json
 from compiler.events.chunks import go_json
 
 MANIFEST = "manifest.json"
@@ -42,7 +42,7 @@ class ManifestEntry:
 def parse_manifest(text: str, source: str = MANIFEST) -> list[ManifestEntry]:
     """Returns the entries of a manifest's text (a `null` chunk list is empty); raises CorruptDataError."""
     try:
-        data = json.loads(text) if text.strip() else {"version": 1, "chunks": []}
+        data = load_json(text) if text.strip() else {"version": 1, "chunks": []}
     except ValueError as error:
         raise CorruptDataError(f"{source}: not valid JSON ({error})") from None
     if not isinstance(data, dict):

@@ -17,12 +17,12 @@ The mapping (README "Chunk format"):
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from compiler.core.clock import engram_time
+from compiler.core.json_input import load_json
 from compiler.events.checks import event_problem, record_problem
 from compiler.events.chunks import ChunkContent
 from compiler.events.journal import MemoryEvent
@@ -88,8 +88,8 @@ def _mutation_records(content: ChunkContent, quarantined: list[tuple[str, str]])
             continue  # sessions, prompts, relations: nothing of ours
         try:
             payload = mutation.get("payload")
-            payload = json.loads(payload) if isinstance(payload, str) else payload
-            payload = json.loads(payload) if isinstance(payload, str) else payload  # Go may double-encode
+            payload = load_json(payload) if isinstance(payload, str) else payload
+            payload = load_json(payload) if isinstance(payload, str) else payload  # Go may double-encode
         except ValueError:
             quarantined.append((where, "payload is not JSON"))
             continue

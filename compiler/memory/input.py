@@ -9,7 +9,6 @@ peer applies on import: a memory acknowledged here is never quarantined there.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -18,7 +17,8 @@ from typing import Any
 
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning, InputError
-from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES, save_problem, unpath
+from compiler.core.json_input import MAX_FIELDS_DEPTH, json_depth, load_json
+from compiler.events.checks import CATEGORIES, KINDS, MAX_CONTENT_BYTES, save_problem, time_problem, unpath
 
 MAX_TITLE_CHARS = 120
 MAX_PROJECT_CHARS = 80
@@ -81,6 +81,9 @@ def validate(item: MemoryInput) -> MemoryInput:
         raise InputError(f"unknown kind {item.kind!r}")
     if not isinstance(item.fields, dict):
         raise InputError(f"fields must be an object, got {type(item.fields).__name__}")
+    if json_depth(item.fields) > MAX_FIELDS_DEPTH:
+        # accepted here, its journal line and chunk would be refused as too deep on every reader
+        raise InputError(f"metadata fields nest deeper than {MAX_FIELDS_DEPTH} levels")
     clean = replace(item, content=content, title=_title(item.title, content), category=category,
                     importance=importance, project=_line(item.project, MAX_PROJECT_CHARS, "project") or DEFAULT_PROJECT,
                     type=_line(item.type, 40, "type") or "note", topic_key=_line(item.topic_key, 200, "topic_key"),
@@ -145,10 +148,13 @@ def read_import_file(path: Path) -> tuple[list[MemoryInput], list[BuildWarning]]
 
 def _import_line(line: str) -> MemoryInput:
     """Returns the validated memory of one import line; raises ValueError or TypeError."""
-    raw = json.loads(line)
+    raw = load_json(line)
     if not isinstance(raw, dict):
         raise InputError("a line must be a JSON object")
     item = MemoryInput(**{k: v for k, v in raw.items() if k in IMPORT_FIELDS and v is not None})
     if item.created_at:
-        item = replace(item, created_at=format_time(parse_time(str(item.created_at))))
+        problem = time_problem(item.created_at, "created_at")  # the rule a chunk's records are held to
+        if problem:
+            raise InputError(problem)
+        item = replace(item, created_at=format_time(parse_time(item.created_at)))
     return validate(item)

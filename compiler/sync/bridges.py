@@ -18,7 +18,6 @@ without a title or a content are skipped and counted, never guessed.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import InputError
+from compiler.core.json_input import load_json
 from compiler.memory.input import MemoryInput, validate
 
 TOOL_SUFFIX = "mem_save"
@@ -97,7 +97,7 @@ def _jsonl_events(path: Path, report: BridgeReport) -> Iterator[tuple[str, dict[
             if not raw.strip():
                 continue
             try:
-                event = json.loads(raw.decode("utf-8", errors="replace"))
+                event = load_json(raw.decode("utf-8", errors="replace"))
             except ValueError:
                 report.bad_lines += 1
                 continue
@@ -124,7 +124,7 @@ def _database_events(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         db.close()
     for session_id, text in rows:
         try:
-            event = json.loads(text) if isinstance(text, (str, bytes)) else None
+            event = load_json(text) if isinstance(text, (str, bytes)) else None
         except ValueError:
             continue
         if isinstance(event, dict):
@@ -155,7 +155,7 @@ def _memory_input(arguments: Any, session: str, source: str, at: str, project: s
                   report: BridgeReport) -> MemoryInput | None:
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = load_json(arguments)
         except ValueError:
             arguments = None
     args = arguments if isinstance(arguments, dict) else {}
