@@ -6,6 +6,7 @@ it is never overwritten or deleted, and the collision is reported.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from pathlib import Path
 from compiler.core.errors import BuildWarning
 
 MARKER = "generated_by: engram"
+MAX_NAME_BYTES = 255  # one file name, in bytes, on ext4, APFS, NTFS and most others
 
 
 @dataclass
@@ -42,6 +44,19 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def bounded_name(stem: str, suffix: str, key: str) -> str:
+    """Returns `stem + suffix` when it fits in MAX_NAME_BYTES of UTF-8, else the stem cut on a
+    character boundary plus "~" and 8 hex digits of sha256(`key`): short names stay as they were,
+    long ones stay stable (the same `key` gives the same name) and distinct."""
+    name = stem + suffix
+    if len(name.encode("utf-8")) <= MAX_NAME_BYTES:
+        return name
+    tag = "~" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+    room = MAX_NAME_BYTES - len((tag + suffix).encode("utf-8"))
+    cut = stem.encode("utf-8")[:room].decode("utf-8", errors="ignore")  # drops a split last character
+    return cut + tag + suffix
 
 
 def is_generated(path: Path) -> bool:
