@@ -23,7 +23,7 @@ from compiler.commands.compile_memories import compile_memories
 from compiler.commands.compile_notes import Parsed, parse_notes
 from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
-from compiler.core.files import write_pages
+from compiler.core.files import contained, write_pages
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
@@ -84,6 +84,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     paths = VaultPaths(vault.resolve())
     model = choose_model(settings.model, embedder)
     with writer_lock(paths.engram):
+        contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
         previous, reason = previous_build(paths, model.identity, settings)
         scan = scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
         with progress("parse", len(scan.edited)) as tick:

@@ -11,9 +11,13 @@ from click.testing import CliRunner
 
 from compiler.cli.main import main
 from compiler.commands.compile import compile_vault
-from compiler.core.files import MAX_NAME_BYTES, bounded_name
+from compiler.core.errors import UsageError
+from compiler.core.files import MAX_NAME_BYTES, bounded_name, contained, write_pages
 from compiler.core.settings import Settings
 from compiler.index.embedder import model_identity
+from compiler.memory.input import MemoryInput
+from compiler.memory.vault import VaultMemory
+from compiler.memory.write import store_memory
 from compiler.render.notes import backlinks_page
 from tests.conftest import FakeEmbedder
 
@@ -27,6 +31,7 @@ def cli(monkeypatch):
     fake = FakeEmbedder()
     fake.identity = model_identity(Settings().model)
     monkeypatch.setattr("compiler.commands.compile_index.load_embedder", lambda name: fake)
+    monkeypatch.setattr("compiler.memory.vault.load_embedder", lambda name: fake)
 
     def run(*args: str) -> tuple[int, str, str]:
         result = CliRunner().invoke(main, list(args), catch_exceptions=False)
@@ -66,3 +71,74 @@ def test_a_long_legal_note_name_compiles(make_vault, cli):
         assert (vault / "_engram" / backlinks_page(note)).is_file()
     code, _, err = cli("compile", str(vault))  # stable: the second run writes nothing
     assert code == 0 and "0 pages written" in err
+
+
+# --- item 4: symlinks never take a write out of the vault ----------------------------------
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    return folder
+
+
+def test_contained_names_the_symlink_that_leads_out(make_vault, outside):
+    vault = make_vault({"A.md": "# A\n"})
+    (vault / "_engram").symlink_to(outside, target_is_directory=True)
+    assert contained(vault, vault / "A.md") == (vault / "A.md").resolve()
+    with pytest.raises(UsageError, match=r"^_engram: a symlink to .*outside, outside the vault; refusing"):
+        contained(vault, vault / "_engram" / "catalog.md")
+    with pytest.raises(UsageError, match="_engram: a symlink"):
+        write_pages(vault, "_engram", {"catalog.md": "x"})
+    assert files_under(outside) == []
+
+
+def test_a_symlinked_output_folder_stops_the_compile_with_one_line(make_vault, cli, outside):
+    vault = make_vault({"A.md": "# A\n"})
+    (vault / "_engram").symlink_to(outside, target_is_directory=True)
+    code, out, err = cli("compile", str(vault))
+    assert code == 2 and out == ""
+    assert err == f"engram: _engram: a symlink to {outside.resolve()}, outside the vault; refusing to write there " \
+                  "(remove the symlink)\n"
+    assert files_under(outside) == []
+
+
+def test_a_symlinked_backlinks_folder_is_one_line_not_a_traceback(make_vault, cli, outside):
+    vault = make_vault({"A.md": "# A\n", "Notes/B.md": "# B\n"})
+    (vault / "_engram").mkdir()
+    (vault / "_engram/backlinks").symlink_to(outside, target_is_directory=True)
+    code, _, err = cli("compile", str(vault))
+    assert code == 2 and err == f"engram: refusing to write outside _engram/: _engram/backlinks is a symlink to " \
+                                f"{outside.resolve()}\n"
+    (vault / "_engram/backlinks").unlink()
+    (vault / "_engram/backlinks").symlink_to(vault / "Notes", target_is_directory=True)  # inside, not ours
+    code, _, err = cli("compile", str(vault))
+    assert code == 2 and err.startswith("engram: refusing to write outside _engram/: _engram/backlinks is a symlink")
+    assert files_under(outside) == [] and files_under(vault / "Notes") == ["B.md"]
+
+
+def test_a_symlinked_chunks_folder_refuses_the_export(make_vault, cli, outside):
+    vault = make_vault({"A.md": "# A\n"})
+    with VaultMemory(vault, Settings(), embedder=FakeEmbedder()) as memory:
+        store_memory(memory, MemoryInput(content="Deploys go out on Tuesdays", project="ops"))
+    (vault / ".engram/chunks").symlink_to(outside, target_is_directory=True)
+    code, _, err = cli("sync", "export", "--vault", str(vault))
+    assert code == 2
+    assert err == f"engram: .engram/chunks: a symlink to {outside.resolve()}, outside the vault; refusing to " \
+                  "write there (remove the symlink)\n"
+    assert files_under(outside) == []
+
+
+def test_a_symlinked_state_folder_refuses_every_writer(make_vault, cli, outside):
+    vault = make_vault({"A.md": "# A\n"})
+    (vault / ".engram").symlink_to(outside, target_is_directory=True)
+    for args in (["compile", str(vault)], ["sync", "export", "--vault", str(vault)],
+                 ["memory", "add", "Deploys go out on Tuesdays", "--vault", str(vault)]):
+        code, _, err = cli(*args)
+        assert code == 2 and err.startswith("engram: .engram: a symlink to"), (args, err)
+    assert files_under(outside) == []
