@@ -4,6 +4,7 @@ nothing is written outside the vault, nothing is skipped without a word."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,38 @@ def test_a_symlinked_state_folder_refuses_every_writer(make_vault, cli, outside)
         code, _, err = cli(*args)
         assert code == 2 and err.startswith("engram: .engram: a symlink to"), (args, err)
     assert files_under(outside) == []
+
+
+# --- item 9: nothing skipped without a word -------------------------------------------------
+
+
+def test_nul_bytes_symlinks_and_fifos_are_reported_and_listed_in_health(make_vault, cli, outside):
+    vault = make_vault({"Nul.md": b"# Nul note\n\nsearchable\x00 words about kayaks\n",
+                        "image.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)),
+                        "Real/Inside.md": "# Inside\n"})
+    (outside / "Secret.md").write_text("# Secret\n")
+    (vault / "Linked").symlink_to(vault / "Real", target_is_directory=True)
+    (vault / "secret.md").symlink_to(outside / "Secret.md")
+    os.mkfifo(vault / "pipe.md")
+    code, out, err = cli("compile", str(vault), "--json")
+    assert code == 0, err
+    assert err.splitlines()[:5] == [
+        "warning: Linked: symlinked folder, not followed: its notes are not indexed",
+        "warning: Nul.md:3: 1 NUL byte (first on line 3) removed; the rest is indexed as text",
+        "warning: image.md: binary file, skipped",
+        "warning: pipe.md: not a regular file (a FIFO), skipped",
+        "warning: secret.md: symlink to a file outside the vault, skipped",
+    ]
+    assert "2 notes" in err and "5 warnings" in err
+    report = json.loads(out)
+    assert sorted(w["kind"] for w in report["warnings"]) == ["binary", "nul", "skipped", "skipped", "skipped"]
+    health = (vault / "_engram/health.md").read_text()
+    for line in ("- `Linked` (skipped): symlinked folder, not followed: its notes are not indexed",
+                 "- `Nul.md` line 3 (nul): 1 NUL byte (first on line 3) removed; the rest is indexed as text",
+                 "- `pipe.md` (skipped): not a regular file (a FIFO), skipped",
+                 "- `secret.md` (skipped): symlink to a file outside the vault, skipped"):
+        assert line in health
+    code, out, _ = cli("search", "kayaks", "--vault", str(vault), "--json")
+    assert code == 0 and [hit["file"] for hit in json.loads(out)] == ["Nul.md"]
+    code, _, err = cli("compile", str(vault))  # the warnings stay, once each, on the next build
+    assert code == 0 and err.count("pipe.md") == 1 and "5 warnings" in err
