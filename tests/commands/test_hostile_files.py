@@ -178,3 +178,19 @@ def test_nul_bytes_symlinks_and_fifos_are_reported_and_listed_in_health(make_vau
     assert code == 0 and [hit["file"] for hit in json.loads(out)] == ["Nul.md"]
     code, _, err = cli("compile", str(vault))  # the warnings stay, once each, on the next build
     assert code == 0 and err.count("pipe.md") == 1 and "5 warnings" in err
+
+
+def test_a_memory_page_reached_through_a_symlink_is_not_read_back_as_an_edit(make_vault, cli, tmp_path):
+    vault = make_vault({"A.md": "# A\n"})
+    with VaultMemory(vault, Settings(), embedder=FakeEmbedder()) as memory:
+        store_memory(memory, MemoryInput(content="Deploys go out on Tuesdays", project="ops"))
+    assert cli("compile", str(vault))[0] == 0
+    elsewhere = tmp_path / "elsewhere"
+    (vault / "_engram/memory").rename(elsewhere)
+    (vault / "_engram/memory").symlink_to(elsewhere, target_is_directory=True)
+    page = next(p for p in elsewhere.rglob("*.md") if p.name != "archive.md")
+    page.write_text(page.read_text().replace("Deploys go out on Tuesdays", "Deploys go out on Fridays"))
+    code, _, err = cli("compile", str(vault))
+    assert code == 2 and err.startswith("engram: refusing to write outside _engram/: _engram/memory is a symlink")
+    journal = (vault / ".engram/journal.jsonl").read_text()
+    assert "Fridays" not in journal  # nothing read back through the link
