@@ -94,9 +94,9 @@ def rebuild_reason(previous: BuildState, identity: str, settings: Settings) -> t
 def parser_fingerprint() -> str:
     """Returns a hash of the parsing code, so cached parse results never outlive the code that made them."""
     # Imported when called: reading a saved state needs no Markdown parser.
-    from compiler.notes import markdown_rules, parse, records
+    from compiler.notes import markdown_rules, note_bytes, parse, records
 
     digest = hashlib.sha256()
-    for module in (parse, markdown_rules, records):
+    for module in (parse, note_bytes, markdown_rules, records):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()[:16]

@@ -23,7 +23,7 @@ from compiler.commands.compile_memories import compile_memories
 from compiler.commands.compile_notes import Parsed, parse_notes
 from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
-from compiler.core.files import write_pages
+from compiler.core.files import contained, write_pages
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
@@ -84,6 +84,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     paths = VaultPaths(vault.resolve())
     model = choose_model(settings.model, embedder)
     with writer_lock(paths.engram):
+        contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
         previous, reason = previous_build(paths, model.identity, settings)
         scan = scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
         with progress("parse", len(scan.edited)) as tick:
@@ -96,7 +97,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
         save_graph(paths.graph, parsed.notes, links, neighbours)
         env = template_environment(_template_overrides(paths, settings), settings.out)
         memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
-        warnings = _sorted_warnings(parsed, link_warnings) + memory.warnings  # what the health page lists
+        warnings = _sorted_warnings(parsed, [*scan.skipped, *link_warnings]) + memory.warnings  # what the health page lists
         view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
         pages = {**render_note_pages(view, env, settings.out), **memory.pages}
         written = write_pages(paths.root, settings.out, pages)
@@ -114,7 +115,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
 
 
 def _sorted_warnings(parsed: Parsed, link_warnings: Sequence[BuildWarning]) -> list[BuildWarning]:
-    """Returns the parse and link warnings in file order."""
+    """Returns the parse warnings and the others (scan, links) in file order."""
     found = [w for ws in parsed.warnings.values() for w in ws] + list(link_warnings)
     return sorted(found, key=lambda w: (w.file, w.line, w.kind, w.message))
 

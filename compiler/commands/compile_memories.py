@@ -90,10 +90,13 @@ def _take_page_edits(vault: VaultMemory, out: str, memories: Memories, page_ids:
                      written: Mapping[str, str]) -> list[str]:
     """Turns edited observation pages into update events; returns the ids updated."""
     root, state = vault.root, memories.state
+    pages_root = (root / out).resolve()
     events: list[MemoryEvent] = []
     for page, memory_id in sorted(page_ids.items()):
         path = root / out / page
         if memory_id not in state or not path.is_file() or not is_generated(path):
+            continue
+        if not path.resolve().is_relative_to(pages_root):  # a planted symlink (`_engram/memory -> …`): not ours
             continue
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() == written.get(f"{out}/{page}"):

@@ -6,15 +6,17 @@ it is never overwritten or deleted, and the collision is reported.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler.core.errors import BuildWarning
+from compiler.core.errors import BuildWarning, UsageError
 
 MARKER = "generated_by: engram"
+MAX_NAME_BYTES = 255  # one file name, in bytes, on ext4, APFS, NTFS and most others
 
 
 @dataclass
@@ -44,6 +46,19 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
         raise
 
 
+def bounded_name(stem: str, suffix: str, key: str) -> str:
+    """Returns `stem + suffix` when it fits in MAX_NAME_BYTES of UTF-8, else the stem cut on a
+    character boundary plus "~" and 8 hex digits of sha256(`key`): short names stay as they were,
+    long ones stay stable (the same `key` gives the same name) and distinct."""
+    name = stem + suffix
+    if len(name.encode("utf-8")) <= MAX_NAME_BYTES:
+        return name
+    tag = "~" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+    room = MAX_NAME_BYTES - len((tag + suffix).encode("utf-8"))
+    cut = stem.encode("utf-8")[:room].decode("utf-8", errors="ignore")  # drops a split last character
+    return cut + tag + suffix
+
+
 def is_generated(path: Path) -> bool:
     """True when the file's frontmatter carries our marker."""
     try:
@@ -58,12 +73,43 @@ def is_generated(path: Path) -> bool:
 
 
 def safe_target(vault: Path, out: str, relative: str, root: Path | None = None) -> Path:
-    """Returns the absolute path of a page, refusing anything that escapes the output folder."""
-    root = root or (vault / out).resolve()
+    """Returns the absolute path of a page; raises UsageError for anything that escapes the output
+    folder, a symlink on the way included (`_engram/backlinks -> /elsewhere`)."""
+    root = root or contained(vault, vault / out)
     target = (root / relative).resolve()
     if not target.is_relative_to(root) or target == root:
-        raise ValueError(f"refusing to write outside {out}/: {relative!r}")
+        link = _first_symlink(vault, vault / out / relative)
+        why = f"{link.relative_to(vault).as_posix()} is a symlink to {link.resolve()}" if link else repr(relative)
+        raise UsageError(f"refusing to write outside {out}/: {why}")
     return target
+
+
+def contained(vault: Path, path: Path) -> Path:
+    """Returns the real path of `path` (which need not exist yet) when it stays inside `vault`.
+
+    Raises UsageError naming the symlink that leads out: git checks out committed symlinks, so a
+    collaborator could otherwise plant `_engram -> ~/.ssh` or `.engram/chunks -> /tmp/x`.
+    """
+    root, real = vault.resolve(), path.resolve()
+    if real.is_relative_to(root):
+        return real
+    link = _first_symlink(vault, path)
+    shown = link.relative_to(vault).as_posix() if link else path.as_posix()
+    leads = f"a symlink to {link.resolve()}" if link else f"leads to {real}"
+    raise UsageError(f"{shown}: {leads}, outside the vault; refusing to write there (remove the symlink)")
+
+
+def _first_symlink(vault: Path, path: Path) -> Path | None:
+    """Returns the first symlink on the way from `vault` down to `path`, or None."""
+    try:
+        parts = path.relative_to(vault).parts
+    except ValueError:
+        return None
+    for depth in range(1, len(parts) + 1):
+        step = vault.joinpath(*parts[:depth])
+        if step.is_symlink():
+            return step
+    return None
 
 
 def write_pages(vault: Path, out: str, pages: Mapping[str, str]) -> WriteResult:
@@ -72,7 +118,7 @@ def write_pages(vault: Path, out: str, pages: Mapping[str, str]) -> WriteResult:
     Returns what was written and deleted, as vault-relative paths, plus collisions with human files.
     """
     result = WriteResult()
-    root = (vault / out).resolve()
+    root = contained(vault, vault / out)
     for relative in sorted(pages):
         target = safe_target(vault, out, relative, root)
         data = pages[relative].encode("utf-8")

@@ -13,6 +13,7 @@ from pathlib import Path
 import filelock
 
 from compiler.core.errors import BusyError
+from compiler.core.files import contained
 from compiler.core.generation import note_own_writes, read_generation
 
 _LOCKS: dict[str, filelock.FileLock] = {}
@@ -20,7 +21,12 @@ _LOCKS: dict[str, filelock.FileLock] = {}
 
 @contextmanager
 def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
-    """Holds `.engram/lock` for the duration of the block; raises BusyError after `timeout` s."""
+    """Holds `.engram/lock` for the duration of the block; raises BusyError after `timeout` s.
+
+    Raises UsageError when `.engram` is a symlink out of the vault: every writer takes this lock,
+    so none of them writes the journal, the caches or the chunks outside.
+    """
+    contained(engram_dir.parent, engram_dir)
     engram_dir.mkdir(parents=True, exist_ok=True)
     path = str((engram_dir / "lock").resolve())
     # One FileLock object per path: filelock counts nested acquisitions of the same object, so a

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.errors import CorruptDataError
-from compiler.core.files import atomic_write
+from compiler.core.files import atomic_write, contained
 from compiler.core.json_input import load_json
 
 CHUNKS_DIR = "chunks"
@@ -113,6 +113,7 @@ def write_chunk(engram_dir: Path, data: bytes) -> str:
     """Writes the chunk for uncompressed `data` (atomically, unless it already exists); returns its id."""
     cid = chunk_id(data)
     path = chunk_path(engram_dir, cid)
+    contained(engram_dir.parent, path)  # a committed `.engram/chunks` symlink must not take the export out
     if not path.is_file():
         atomic_write(path, compress(data))
     return cid

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from compiler.core.errors import CorruptDataError
-from compiler.core.files import atomic_write
+from compiler.core.files import atomic_write, contained
 from compiler.core.json_input import load_json
 from compiler.events.chunks import go_json
 
@@ -87,6 +87,7 @@ def manifest_bytes(entries: Sequence[ManifestEntry]) -> bytes:
 def write_manifest(engram_dir: Path, entries: Sequence[ManifestEntry]) -> bool:
     """Writes the manifest atomically when its bytes change; returns whether it was written."""
     path = engram_dir / MANIFEST
+    contained(engram_dir.parent, path)  # a symlinked manifest (or .engram) is not followed out of the vault
     data = manifest_bytes(entries)
     if path.is_file() and path.read_bytes() == data:
         return False

@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.fastmcp import FastMCP
@@ -33,12 +33,11 @@ from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
-from compiler.notes.records import NOTE_SUFFIXES
+from compiler.notes.access import MAX_PATH_CHARS, read_note
 
 MAX_QUERY_CHARS = 2000
 MAX_TEXT_CHARS = 100_000  # the library's 64 KB limit on one memory gives the precise message below this
 MAX_METADATA_BYTES = 16 * 1024
-MAX_PATH_CHARS = 1000
 
 log = logging.getLogger("engram.serve")
 
@@ -51,40 +50,6 @@ Lines = Annotated[list[Line], Field(max_length=200)]
 Project = Annotated[str, Field(max_length=200, description="Project name (default: the server's project)")]
 Importance = Annotated[float, Field(ge=0, le=1, description="0..1: how slowly it fades")]
 Category = Literal["fact", "strategy", "assumption", "failure"]
-
-
-def read_note(vault: Path, path: str, max_bytes: int) -> dict[str, Any]:
-    """Returns {"path", "content", "bytes", "truncated"} of a .md/.qmd note inside `vault`.
-
-    Refuses absolute paths, `..`, hidden folders, other suffixes, and symlinks that lead out of the vault.
-    """
-    relative = _safe_relative(path)
-    root = vault.resolve()
-    candidates = [relative] if relative.suffix.lower() in NOTE_SUFFIXES else \
-        [relative.with_name(relative.name + suffix) for suffix in NOTE_SUFFIXES]
-    for candidate in candidates:
-        target = (root / candidate).resolve()
-        if not target.is_relative_to(root):
-            raise InputError(f"refusing {path!r}: it leads outside the vault")
-        if target.is_file():
-            with open(target, "rb") as handle:
-                data = handle.read(max_bytes + 1)
-            return {"path": candidate.as_posix(), "content": data[:max_bytes].decode("utf-8", errors="replace"),
-                    "bytes": target.stat().st_size, "truncated": len(data) > max_bytes}
-    raise InputError(f"no note {path!r} in the vault (paths are vault-relative, as search_notes returns them)")
-
-
-def _safe_relative(path: str) -> PurePosixPath:
-    if not path.strip() or "\x00" in path or len(path) > MAX_PATH_CHARS:
-        raise InputError("give a vault-relative note path such as 'Projects/Plan.md'")
-    posix = PurePosixPath(path.replace("\\", "/"))
-    if posix.is_absolute() or PureWindowsPath(path).drive or PureWindowsPath(path).is_absolute():
-        raise InputError(f"refusing {path!r}: absolute paths are not allowed, give a vault-relative path")
-    if any(part == ".." or part.startswith(".") for part in posix.parts):
-        raise InputError(f"refusing {path!r}: '..' and hidden folders are not notes")
-    if posix.suffix and posix.suffix.lower() not in NOTE_SUFFIXES:
-        raise InputError(f"refusing {path!r}: only .md and .qmd notes can be read")
-    return posix
 
 
 def memory_from_metadata(content: str, importance: float, category: str, metadata: dict[str, Any],

@@ -23,16 +23,14 @@ from markdown_it.token import Token
 from compiler.core.errors import BuildWarning
 from compiler.notes.markdown_rules import (extract_links, is_link_list, markdown_parser,
                                           plain_text, split_wikilink, strip_comments)
+from compiler.notes.note_bytes import decode, limit_size, text_bytes
 from compiler.notes.records import Heading, Link, Note, Section
 
-BINARY_SNIFF_BYTES = 8192
 SUMMARY_CHARS = 160
 # Frontmatter is untrusted: YAML anchors can expand a few lines into millions of nodes.
 MAX_FRONTMATTER_NODES = 10_000
 MAX_FRONTMATTER_DEPTH = 50
 
-_BOM = b"\xef\xbb\xbf"
-_LINE_BREAK_RE = re.compile(r"\r\n?")
 # Obsidian only reads frontmatter fenced by "---" lines, the first on line 1.
 _FENCE_RE = re.compile(r"---[ \t]*")
 _CALLOUT_RE = re.compile(r"^\[![\w-]+\][+-]?\s*")
@@ -49,10 +47,10 @@ def parse_note(
     path: str, raw: bytes, *, max_bytes: int = 1_000_000, max_section_chars: int = 1200
 ) -> tuple[Note | None, list[BuildWarning]]:
     """Returns the parsed note (None for a binary file) and the warnings about it."""
-    if b"\0" in raw[:BINARY_SNIFF_BYTES]:
-        return None, [BuildWarning(path, 0, "binary file, skipped", "binary")]
-    warnings: list[BuildWarning] = []
-    text = _decode(path, _limit_size(path, raw, max_bytes, warnings), warnings)
+    data, warnings = text_bytes(path, raw)
+    if data is None:
+        return None, warnings
+    text = decode(path, limit_size(path, data, max_bytes, warnings), warnings)
     front, body, offset, valid, yaml_lines = _split_frontmatter(path, text, warnings)
     body = strip_comments(body)
     tokens = _PARSER.parse(body)
@@ -71,44 +69,6 @@ def parse_note(
         frontmatter_valid=valid,
     )
     return note, warnings
-
-
-# --- bytes to text -------------------------------------------------------------------------
-
-
-def _limit_size(path: str, raw: bytes, max_bytes: int, warnings: list[BuildWarning]) -> bytes:
-    """Returns at most `max_bytes` of `raw`, cut after a newline (or a UTF-8 character)."""
-    if len(raw) <= max_bytes:
-        return raw
-    size, limit = _megabytes(len(raw)), _megabytes(max_bytes)
-    message = f"note is {size}, over the {limit} limit: only the first {limit} is indexed"
-    warnings.append(BuildWarning(path, 0, message, "size"))
-    cut = raw.rfind(b"\n", 0, max_bytes)
-    if cut >= 0:
-        return raw[: cut + 1]
-    end = max_bytes
-    # No newline at all: step back off UTF-8 continuation bytes so the cut is no encoding error.
-    while end > max(0, max_bytes - 4) and raw[end] & 0xC0 == 0x80:
-        end -= 1
-    return raw[:end]
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB"
-
-
-def _decode(path: str, data: bytes, warnings: list[BuildWarning]) -> str:
-    """Returns the text with BOM stripped and line breaks normalised to LF."""
-    data = data.removeprefix(_BOM)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        message = f"not valid UTF-8 (first bad byte on line {line}); bad bytes shown as \ufffd"
-        warnings.append(BuildWarning(path, line, message, "encoding"))
-        text = data.decode("utf-8", errors="replace")
-    # A lone CR is a line break for markdown-it too; normalising both keeps line numbers aligned.
-    return _LINE_BREAK_RE.sub("\n", text)
 
 
 # --- frontmatter ---------------------------------------------------------------------------

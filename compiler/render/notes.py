@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from compiler.core.errors import BuildWarning
+from compiler.core.files import bounded_name
 from compiler.notes.records import Note, ResolvedLink
 
 PACKAGE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # editable checkout
@@ -57,10 +58,12 @@ def backlinks_page(note_path: str) -> str:
     """Returns the page path (inside the output folder) of a note's backlinks page.
 
     The ".links" suffix keeps the page's name distinct from the note's, so `[[Note]]` in the
-    vault never becomes ambiguous because of us.
+    vault never becomes ambiguous because of us. The note's folders are legal names already; the
+    file name is bounded (a 250-byte note name would otherwise make a 256-byte page name).
     """
     stem, ext = posixpath.splitext(note_path)
-    return f"backlinks/{stem}{'' if ext == '.md' else ext}.links.md"
+    folder, name = posixpath.split(f"{stem}{'' if ext == '.md' else ext}")
+    return posixpath.join("backlinks", folder, bounded_name(name, ".links.md", note_path))
 
 
 def render_note_pages(view: VaultView, env: jinja2.Environment, out: str) -> dict[str, str]:

@@ -159,6 +159,9 @@ def test_notes_tools_read_only_notes_inside_the_vault(vault, tmp_path):
     outside.write_text("# Secret\n")
     (vault / "leak.md").symlink_to(outside)
     (vault / "Runbooks/inside-link.md").symlink_to(vault / "Runbooks/Deploy.md")
+    (vault / ".git").mkdir(exist_ok=True)
+    (vault / ".git/config").write_text("[remote]\n")
+    (vault / "config.md").symlink_to(vault / ".git/config")  # a hidden file, reached through a symlink
 
     async def body(call: Session) -> None:
         hits = await call("search_notes", {"query": "roll back deploy image tag", "n": 2})
@@ -172,7 +175,8 @@ def test_notes_tools_read_only_notes_inside_the_vault(vault, tmp_path):
                               ("/etc/passwd", "absolute"), ("..\\..\\etc\\passwd", "'..'"),
                               ("C:\\Windows\\win.ini", "absolute"), (".engram/journal.jsonl", "hidden"),
                               ("Runbooks/../../secret.md", "'..'"), ("Home.txt", ".md and .qmd"),
-                              ("Nope.md", "no note"), ("", "vault-relative"), ("a\x00b.md", "vault-relative")]:
+                              ("Nope.md", "no note"), ("", "vault-relative"), ("a\x00b.md", "vault-relative"),
+                              ("config.md", "a symlink to '.git/config'")]:
             with pytest.raises(ToolFailed, match=message):
                 await call("get_note", {"path": path})
 

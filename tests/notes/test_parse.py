@@ -6,6 +6,8 @@ import hashlib
 import json
 import textwrap
 
+import pytest
+
 from compiler.core.errors import BuildWarning
 from compiler.notes.markdown_rules import markdown_parser, strip_comments
 from compiler.notes.parse import parse_note
@@ -509,3 +511,28 @@ def test_parser_stamps_lines_on_markdown_links_too():
     tokens = markdown_parser().parse("a\nb [x](y.md)\n")
     link_open = next(t for t in tokens[1].children if t.type == "link_open")
     assert link_open.meta["line"] == 1
+
+
+def test_a_note_with_nul_bytes_is_indexed_without_them_and_warned_about():
+    raw = b"# Title\nline two [[Link]]\nbad\x00byte and\x00another\n"
+    note, warnings = parse_note("x.md", raw)
+    assert warnings == [BuildWarning("x.md", 3, "2 NUL bytes (first on line 3) removed; the rest is indexed as text",
+                                     "nul")]
+    assert note is not None and note.title == "Title" and note.links == (Link("Link", 2, "wikilink"),)
+    assert "badbyte and" in note.sections[0].text and "\x00" not in note.sections[0].text
+    assert note.sha256 == hashlib.sha256(raw).hexdigest()  # of the file as it is
+
+
+@pytest.mark.parametrize("raw", [
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00" + bytes(range(256)),  # a PNG renamed .md
+    b"\x00" * 100,  # nothing but NULs
+    b"ab\x01\x02\x03\x00\x04\x05cd" * 50,  # control characters everywhere
+])
+def test_truly_binary_files_are_still_skipped(raw):
+    assert parse_note("x.md", raw) == (None, [BuildWarning("x.md", 0, "binary file, skipped", "binary")])
+
+
+def test_a_character_cut_by_the_sniff_window_is_not_binary():
+    raw = b"\x00" + b"a" * 8190 + "é".encode() + b" more text\n"
+    note, warnings = parse_note("x.md", raw)
+    assert note is not None and [w.kind for w in warnings] == ["nul"]

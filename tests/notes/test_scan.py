@@ -19,3 +19,26 @@ def test_scan_names_only_new_and_edited_notes(make_vault):
     (vault / "New.md").write_text("# New\n")
     os.utime(vault / "Home.md", ns=(1, 1))  # touched, same bytes: hashed again, not edited
     assert scan_vault(vault, (), {s.path: s for s in first.notes}).edited == ("Lonely.md", "New.md")
+
+
+def test_symlinks_and_fifos_that_are_not_read_are_each_named_once(make_vault, tmp_path):
+    vault = make_vault({**NOTES, "Real/Inside.md": "# Inside\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "Secret.md").write_text("# Secret\n")
+    (vault / "Linked").symlink_to(vault / "Real", target_is_directory=True)
+    (vault / "Away").symlink_to(outside, target_is_directory=True)
+    (vault / "secret.md").symlink_to(outside / "Secret.md")
+    (vault / "gone.md").symlink_to(vault / "missing.md")
+    (vault / "alias.md").symlink_to(vault / "Home.md")  # a link to a note inside the vault is read
+    os.mkfifo(vault / "pipe.md")
+    (vault / ".hidden-link").symlink_to(outside)  # hidden: ignored, as any hidden file
+    scan = scan_vault(vault, (), {})  # returns at once: a FIFO is never opened
+    assert [s.path for s in scan.notes] == ["Analyses/cost.qmd", "Home.md", "Lonely.md", "Real/Inside.md", "alias.md"]
+    assert [(w.file, w.kind, w.message) for w in scan.skipped] == [
+        ("Away", "skipped", "symlinked folder, not followed: its notes are not indexed"),
+        ("Linked", "skipped", "symlinked folder, not followed: its notes are not indexed"),
+        ("gone.md", "skipped", "symlink to a missing file, skipped"),
+        ("pipe.md", "skipped", "not a regular file (a FIFO), skipped"),
+        ("secret.md", "skipped", "symlink to a file outside the vault, skipped"),
+    ]
