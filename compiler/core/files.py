@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler.core.errors import BuildWarning
+from compiler.core.errors import BuildWarning, full_disk_guard
 
 MARKER = "generated_by: engram"
 
@@ -29,19 +29,21 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
 
     `durable` also fsyncs before the rename; derived pages skip it (a crash is repaired by the
     next compile), which makes writing tens of thousands of pages several times faster.
+    A full disk raises StorageFullError, and the file keeps its previous content.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".engram-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    with full_disk_guard(path, "this file", needed=len(data), after="its previous version is untouched"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".engram-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
 
 
 def is_generated(path: Path) -> bool:
