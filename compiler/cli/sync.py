@@ -86,7 +86,15 @@ def sync_export(vault: str | None, as_json: bool, sessions: tuple[Path, ...], pr
              f"content skipped" if bridged else "")
     line = (f"chunk {result['chunk']}: {result['events']} events, {result['memories']} memories" if result["chunk"]
             else "nothing new to export")
-    _show(result, as_json, line + extra)
+    _show(result, as_json, line + _redacted_text(result["redacted"]) + extra)
+
+
+def _redacted_text(redacted: dict[str, Any]) -> str:
+    """Returns " · N secrets redacted in M memories (ids)", or "" when none were."""
+    if not redacted["count"]:
+        return ""
+    ids = sorted(redacted["memories"])
+    return f" · {redacted['count']} secrets redacted in {len(ids)} memories ({', '.join(ids)})"
 
 
 @sync_group.command("import")
@@ -131,7 +139,8 @@ def _status_lines(status: dict[str, Any]) -> list[str]:
             (f"remote {remote.get('ref', '(none)')}: {remote.get('chunks', '?')} chunks, "
              f"{len(remote.get('not_pulled', []))} not pulled yet"),
             (f"to export: {status['pending_export']['events']} events "
-             f"({status['pending_export']['memories']} memories)"),
+             f"({status['pending_export']['memories']} memories)"
+             + _redacted_text(status["pending_export"]["redacted"]).replace("redacted", "to redact")),
             f"last success: {format_when(status['last_success'])}",
             f"last error: {format_when(error.get('at'))} {error.get('message', '')}".rstrip(),
             f"consecutive failures: {status['consecutive_failures']} (alarm at {status['max_failures']})"]

@@ -8,8 +8,14 @@ base a caller might already catch (a bad input is still a ValueError).
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
+
+from compiler.core.space import free_bytes, is_disk_full, size_text
 
 
 class EngramError(Exception):
@@ -56,9 +62,45 @@ class GitError(EngramError):
     """A git step of a sync failed; the message says which and what to do."""
 
 
+class StorageFullError(EngramError, OSError):
+    """A write found no room on its filesystem. Still an OSError (ENOSPC), as the failure it replaces.
+
+    The message says what could not be written, how much room is left and, where known, about
+    how much the write needed; `after` says what happens to the half-done work."""
+
+    def __init__(self, path: Path, what: str, *, needed: int = 0, after: str = "") -> None:
+        free = free_bytes(path)
+        room = f"{size_text(free)} free on that filesystem" if free is not None else "free space unknown"
+        need = f", this write needs at least {size_text(needed)}" if needed else ""
+        then = f"; {after}" if after else ""
+        super().__init__(f"could not write {what}: the disk is full ({room}{need}){then}. "
+                         "Free some space and run the command again.", path=str(path))
+        self.errno, self.strerror, self.filename = errno.ENOSPC, self.message, str(path)
+
+
+# What a StorageFullError of an index or cache adds: nothing there is the only copy of anything.
+DERIVED = "it is derived from your notes and memories, and the next run brings it up to date"
+
+
+@contextmanager
+def full_disk_guard(path: Path, what: str, *, needed: int = 0, after: str = "") -> Iterator[None]:
+    """Turns a full-disk failure of the writes inside (OSError, SQLite, Chroma) into a
+    StorageFullError naming `path` and `what`; any other failure passes through unchanged."""
+    try:
+        yield
+    except StorageFullError:
+        raise
+    except Exception as error:
+        if is_disk_full(error, path):
+            raise StorageFullError(path, what, needed=needed, after=after) from error
+        raise
+
+
 def describe(error: BaseException) -> str:
     """Returns the one line a user sees for an expected failure (an EngramError or an OSError)."""
     if isinstance(error, OSError) and not isinstance(error, EngramError):
+        if error.errno in (errno.ENOSPC, errno.EDQUOT) and error.filename:  # a write no module translated
+            return str(StorageFullError(Path(error.filename), "this file"))
         where = f"{error.filename}: " if error.filename else ""
         return f"{where}{error.strerror or error}"
     return str(error)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler.core.errors import BuildWarning, UsageError
+from compiler.core.errors import BuildWarning, UsageError, full_disk_guard
 
 MARKER = "generated_by: engram"
 MAX_NAME_BYTES = 255  # one file name, in bytes, on ext4, APFS, NTFS and most others
@@ -31,19 +31,21 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
 
     `durable` also fsyncs before the rename; derived pages skip it (a crash is repaired by the
     next compile), which makes writing tens of thousands of pages several times faster.
+    A full disk raises StorageFullError, and the file keeps its previous content.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".engram-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    with full_disk_guard(path, "this file", needed=len(data), after="its previous version is untouched"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".engram-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
 
 
 def bounded_name(stem: str, suffix: str, key: str) -> str:

@@ -33,6 +33,7 @@ SYNC_KEYS: dict[str, Any] = {
     "created_by": "",  # this machine's name in the manifest (default user@host)
     "max_failures": 3,  # `engram sync status` exits 1 from this many failed syncs in a row
     "stale_lock_seconds": 60.0,  # a .git/*.lock older than this was left by a killed git: removed
+    "redact": True,  # credentials in exported memories become [redacted:<kind>] in the chunk (compiler.sync.redact)
 }
 
 
@@ -159,7 +160,7 @@ def _check_key(key: str, value: Any, prefix: tuple[str, ...], lines: dict[tuple[
 
 def _check_sync_value(name: str, value: Any, default: Any, line: int) -> None:
     fits = isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))
-    if isinstance(value, bool) or not fits:
+    if isinstance(value, bool) != isinstance(default, bool) or not fits:
         raise UsageError(f"`{name}` must be {_kind(default)}, got {value!r}", path=CONFIG_FILE, line=line)
 
 

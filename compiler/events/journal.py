@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.clock import TimeRangeError, parse_time
-from compiler.core.errors import BuildWarning
+from compiler.core.errors import BuildWarning, full_disk_guard
 from compiler.core.json_input import load_json
 
 JOURNAL = "journal.jsonl"
@@ -83,20 +83,30 @@ def new_id(prefix: str = "") -> str:
 
 
 def append_events(engram_dir: Path, events: Iterable[MemoryEvent]) -> None:
-    """Appends events to the journal and fsyncs before returning: an answered write survives a crash."""
+    """Appends events to the journal and fsyncs before returning: an answered write survives a crash.
+
+    A write that fails (a full disk) is cut off again, so the journal holds all of it or none;
+    a full disk raises StorageFullError."""
     lines = "".join(json.dumps(e.to_dict(), ensure_ascii=False, sort_keys=True) + "\n" for e in events)
     if not lines:
         return
-    engram_dir.mkdir(parents=True, exist_ok=True)
     path = engram_dir / JOURNAL
-    with open(path, "a+b") as handle:
-        if handle.tell() > 0:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                lines = "\n" + lines  # a line torn by a crash stays one bad line; ours start clean
-        handle.write(lines.encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
+    with full_disk_guard(path, "the journal", needed=len(lines.encode("utf-8")),
+                         after="nothing of this write was kept, and nothing before it was lost"):
+        engram_dir.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as handle:
+            size = handle.tell()
+            if size > 0:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    lines = "\n" + lines  # a line torn by a crash stays one bad line; ours start clean
+            try:
+                handle.write(lines.encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            except OSError:
+                handle.truncate(size)  # no torn line left for every later read to warn about
+                raise
 
 
 @dataclass

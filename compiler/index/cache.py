@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.index.embedder import Embedder
 
 WRITE_BATCH = 128  # texts embedded per cache write: progress and a crash-safe cache every few seconds
@@ -22,11 +23,12 @@ class EmbeddingCache:
     caller (`dtype`)."""
 
     def __init__(self, path: Path, table: str = "vectors", dtype: type = np.float32) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path)
-        self._table, self._dtype = table, dtype
-        self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (model TEXT, text_sha TEXT, vector BLOB, "
-                         "PRIMARY KEY (model, text_sha))")
+        self._path, self._table, self._dtype = path, table, dtype
+        with full_disk_guard(path, "the embedding cache", after=DERIVED):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path)
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (model TEXT, text_sha TEXT, vector BLOB, "
+                             "PRIMARY KEY (model, text_sha))")
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         return {sha: np.frombuffer(blob, dtype=self._dtype) for sha, blob in self._select("text_sha, vector", model, hashes)}
@@ -44,9 +46,10 @@ class EmbeddingCache:
                                         f"WHERE model = ? AND text_sha IN ({marks})", [model, *batch])
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
-        with self._db:
-            self._db.executemany(f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?, ?)",
-                                 [(model, sha, vec.astype(self._dtype).tobytes()) for sha, vec in items.items()])
+        rows = [(model, sha, vec.astype(self._dtype).tobytes()) for sha, vec in items.items()]
+        needed = sum(len(blob) + len(sha) for _, sha, blob in rows)
+        with full_disk_guard(self._path, "the embedding cache", needed=needed, after=DERIVED), self._db:
+            self._db.executemany(f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?, ?)", rows)
 
     def close(self) -> None:
         self._db.close()

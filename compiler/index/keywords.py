@@ -9,8 +9,11 @@ import re
 import sqlite3
 import unicodedata
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+
+from compiler.core.errors import DERIVED, full_disk_guard
 
 # remove_diacritics folds "diseño"/"diseno" and "reunión"/"reunion" together (Spanish notes);
 # porter stems English inflections ("deploys" finds "deployment").
@@ -56,16 +59,22 @@ class KeywordIndex:
         if readonly:
             self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path)
-        self._db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS sections USING fts5("
-            f"path UNINDEXED, ordinal UNINDEXED, line UNINDEXED, title, heading, body, tags, tokenize='{TOKENIZER}')")
-        # One row per note: what filters and hit ids need without reading the build state.
-        self._db.execute("CREATE TABLE IF NOT EXISTS notes (path TEXT PRIMARY KEY, sha256 TEXT, title TEXT, tags TEXT)")
+        self._path = path
+        with self._guard():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path)
+            self._db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS sections USING fts5("
+                f"path UNINDEXED, ordinal UNINDEXED, line UNINDEXED, title, heading, body, tags, tokenize='{TOKENIZER}')")
+            # One row per note: what filters and hit ids need without reading the build state.
+            self._db.execute("CREATE TABLE IF NOT EXISTS notes (path TEXT PRIMARY KEY, sha256 TEXT, title TEXT, tags TEXT)")
+
+    def _guard(self, needed: int = 0) -> AbstractContextManager[None]:
+        """Returns the context that turns a full disk under this index into one StorageFullError."""
+        return full_disk_guard(self._path, "the keyword index", needed=needed, after=DERIVED)
 
     def reset(self) -> None:
-        with self._db:
+        with self._guard(), self._db:
             self._db.execute("DELETE FROM sections")
             self._db.execute("DELETE FROM notes")
 
@@ -74,7 +83,8 @@ class KeywordIndex:
 
     def replace_paths(self, deleted: Sequence[str], notes: Iterable[NoteRow], rows: Iterable[SectionRow]) -> None:
         """Deletes every row of `deleted` paths, then inserts `notes` and `rows`, in one transaction."""
-        with self._db:
+        rows = list(rows)
+        with self._guard(sum(len(r.body) + len(r.heading) + len(r.title) for r in rows)), self._db:
             self._db.executemany("DELETE FROM sections WHERE path = ?", [(p,) for p in deleted])
             self._db.executemany("DELETE FROM notes WHERE path = ?", [(p,) for p in deleted])
             self._db.executemany("INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?)",

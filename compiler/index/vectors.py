@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.core.generation import client_is_stale, mark_current
 
 COLLECTION = "sections"
@@ -82,7 +84,8 @@ def open_client(cache_dir: Path, chroma_url: str = "") -> Any:
         # Another process wrote since we opened the store: our in-memory vector index misses its
         # vectors. Drop the cached client (handles still held keep working, stale) and reopen.
         SharedSystemClient._identifier_to_system.pop(str(cache_dir / "chroma"), None)
-    client = chromadb.PersistentClient(path=str(cache_dir / "chroma"), settings=settings)
+    with full_disk_guard(cache_dir / "chroma", "the vector index", after=DERIVED):
+        client = chromadb.PersistentClient(path=str(cache_dir / "chroma"), settings=settings)
     mark_current(cache_dir)
     return client
 
@@ -114,38 +117,61 @@ class NamespacedClient:
         self._client.delete_collection(f"{self.prefix}-{name}")
 
 
+def _local_folder(client: Any) -> Path | None:
+    """Returns the folder of an embedded Chroma store, or None for a server's."""
+    if isinstance(client, NamespacedClient):
+        return None
+    folder = getattr(client.get_settings(), "persist_directory", "") if hasattr(client, "get_settings") else ""
+    return Path(folder) if folder else None
+
+
 class VectorStore:
     """The sections collection: add, delete by note path, query by vector."""
 
     def __init__(self, client: Any, name: str = COLLECTION) -> None:
         self._client = client
         self._name = name
-        self._collection = client.get_or_create_collection(
-            name, embedding_function=_embedding_function(), configuration={"hnsw": HNSW})
+        self._folder = _local_folder(client)
+        with self._guard():
+            self._collection = client.get_or_create_collection(
+                name, embedding_function=_embedding_function(), configuration={"hnsw": HNSW})
+
+    def _guard(self, needed: int = 0) -> AbstractContextManager[None]:
+        """Returns the context that turns a full local disk under the store into one StorageFullError
+        (a Chroma server's disk is the server's: its errors pass through)."""
+        if self._folder is None:
+            return nullcontext()
+        return full_disk_guard(self._folder, "the vector index", needed=needed, after=DERIVED)
 
     def reset(self) -> None:
         """Drops every vector (a model change makes them all meaningless)."""
-        self._client.delete_collection(self._name)
-        self._collection = self._client.get_or_create_collection(
-            self._name, embedding_function=_embedding_function(), configuration={"hnsw": HNSW})
+        with self._guard():
+            self._client.delete_collection(self._name)
+            self._collection = self._client.get_or_create_collection(
+                self._name, embedding_function=_embedding_function(), configuration={"hnsw": HNSW})
 
     def count(self) -> int:
         return self._collection.count()
 
     def delete_paths(self, paths: Sequence[str]) -> None:
-        for start in range(0, len(paths), 500):
-            self._collection.delete(where={"path": {"$in": list(paths[start:start + 500])}})
+        with self._guard():
+            for start in range(0, len(paths), 500):
+                self._collection.delete(where={"path": {"$in": list(paths[start:start + 500])}})
 
     def delete_ids(self, ids: Sequence[str]) -> None:
-        for start in range(0, len(ids), 500):
-            self._collection.delete(ids=list(ids[start:start + 500]))
+        with self._guard():
+            for start in range(0, len(ids), 500):
+                self._collection.delete(ids=list(ids[start:start + 500]))
 
     def add(self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
-        for start in range(0, len(ids), _ADD_BATCH):
-            end = start + _ADD_BATCH
-            self._collection.upsert(ids=list(ids[start:end]), embeddings=vectors[start:end].tolist(),
-                                    documents=list(documents[start:end]), metadatas=list(metadatas[start:end]))
+        # Chroma keeps each vector as float32 twice (its SQLite log and the HNSW index), plus the text.
+        needed = 2 * 4 * int(vectors.size) + sum(len(d.encode("utf-8")) for d in documents)
+        with self._guard(needed):
+            for start in range(0, len(ids), _ADD_BATCH):
+                end = start + _ADD_BATCH
+                self._collection.upsert(ids=list(ids[start:end]), embeddings=vectors[start:end].tolist(),
+                                        documents=list(documents[start:end]), metadatas=list(metadatas[start:end]))
 
     def query(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[VectorHit]:
         """Returns up to `n` nearest sections, best first, with cosine similarity."""

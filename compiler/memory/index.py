@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
 from compiler.index.embedder import Embedder
@@ -73,14 +74,16 @@ class MemoryKeywordIndex:
     """FTS5 over memory titles, contents and conversational context, plus the hash each row was built from."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path)
-        self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, project UNINDEXED, "
-                         f"text_sha UNINDEXED, title, content, context, context2, tokenize='{TOKENIZER}')")
-
-        # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid,
-        # so replacing one row is a key lookup, not a scan of every memory.
-        self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
+        self._path = path
+        with full_disk_guard(path, "the memory keyword index", after=DERIVED):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path)
+            self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, "
+                             "project UNINDEXED, text_sha UNINDEXED, title, content, context, context2, "
+                             f"tokenize='{TOKENIZER}')")
+            # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid,
+            # so replacing one row is a key lookup, not a scan of every memory.
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
 
     def hashes(self) -> dict[str, str]:
         return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
@@ -88,7 +91,8 @@ class MemoryKeywordIndex:
     def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, ...]]) -> None:
         """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content, context, context2) rows."""
         rows = list(rows)
-        with self._db:
+        needed = sum(len(field) for row in rows for field in row)
+        with full_disk_guard(self._path, "the memory keyword index", needed=needed, after=DERIVED), self._db:
             gone = [(i,) for i in deleted]
             self._db.executemany(f"DELETE FROM {TABLE} WHERE rowid = (SELECT rowid FROM {TABLE}_rows WHERE id = ?)", gone)
             self._db.executemany(f"DELETE FROM {TABLE}_rows WHERE id = ?", gone)

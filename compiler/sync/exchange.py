@@ -40,7 +40,7 @@ from compiler.events.store import (
 )
 from compiler.index.embedder import Embedder
 from compiler.memory.model import fold
-from compiler.sync.export import build_chunk
+from compiler.sync.export import build_chunk, pending_redactions
 
 IMPORTED = "cache/sync-imported.json"  # chunk ids already imported here (derived, disposable)
 
@@ -59,6 +59,8 @@ def sync_setting(settings: Settings, key: str, default: Any) -> Any:
     """Returns a sync setting from engram.toml: `[sync] key = ...` or top-level `sync_key = ...`."""
     table = settings.extra.get("sync")
     value = table.get(key) if isinstance(table, dict) and key in table else settings.extra.get(f"sync_{key}", default)
+    if isinstance(default, bool):
+        return value if isinstance(value, bool) else default
     if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value if isinstance(value, type(default)) and not isinstance(value, bool) else default
@@ -88,11 +90,14 @@ def export_memories(vault: Path, settings: Settings, *, embedder: Embedder | Non
 
     `sessions`: transcript files or folders whose mem_save calls are stored first (idempotent).
     `project`: export only that project's memories (and give bridged calls without one that project).
-    Returns {"chunk": id or None, "events", "memories", "sessions", "pending", "adopted": [ids], "bridged"}.
+    Credentials are redacted from the chunk unless `[sync] redact = false` (compiler.sync.redact).
+    Returns {"chunk": id or None, "events", "memories", "sessions", "pending", "adopted": [ids], "bridged",
+    "redacted": {"count", "memories": {id: {kind: n}}}}.
     """
     root = vault.resolve()
     engram = root / ".engram"
-    result: dict[str, Any] = {"chunk": None, "events": 0, "memories": 0, "sessions": 0, "adopted": [], "bridged": None}
+    result: dict[str, Any] = {"chunk": None, "events": 0, "memories": 0, "sessions": 0, "adopted": [], "bridged": None,
+                              "redacted": {"count": 0, "memories": {}}}
     with writer_lock(engram):
         if sessions:
             result["bridged"] = _bridge(root, settings, embedder, sessions, project)
@@ -106,7 +111,7 @@ def export_memories(vault: Path, settings: Settings, *, embedder: Embedder | Non
         result["pending"] = len(pending)
         entries = [_adopted_entry(c) for c in found.chunks if c.ok and c.id in set(found.unlisted)]
         if pending:
-            data, counts = build_chunk(pending, state, every)
+            data, counts = build_chunk(pending, state, every, redact=sync_setting(settings, "redact", True))
             cid = write_chunk(engram, data)
             entries.append(ManifestEntry(cid, created_by or machine_name(settings),
                                          _rfc3339(created_at or datetime.now(timezone.utc)),
@@ -204,6 +209,10 @@ def sync_status(vault: Path, settings: Settings, max_failures: int | None = None
     found: VaultChunks = read_vault_chunks(engram)
     journal, _ = read_journal(engram)
     pending = pending_events(journal, found.event_ids())
+    redact = sync_setting(settings, "redact", True)
+    # What the next export will redact: shown before anything is committed.
+    redacted = pending_redactions(pending, fold(found.events() + journal)) if redact and pending else {
+        "count": 0, "memories": {}}
     remote: dict[str, Any] | None = None
     try:
         repo = open_repo(root)
@@ -225,7 +234,8 @@ def sync_status(vault: Path, settings: Settings, max_failures: int | None = None
                    "quarantined": [c.id for c in found.chunks if not c.ok], "missing": found.missing,
                    "unlisted": found.unlisted},
         "remote": remote,
-        "pending_export": {"events": len(pending), "memories": len({e.memory for e in pending})},
+        "pending_export": {"events": len(pending), "memories": len({e.memory for e in pending}), "redacted": redacted},
+        "redact": redact,
         "last_success": status.get("last_success"), "last_error": status.get("last_error"),
         "last_export": status.get("last_export"), "running": status.get("running"),
         "consecutive_failures": failures, "max_failures": limit, "healthy": failures < limit,

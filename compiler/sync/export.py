@@ -5,6 +5,9 @@ A chunk carries the journal events no chunk holds yet, exactly, under the top-le
 touch, in its latest state (what the engram CLI imports); `sessions` holds a record for every
 session those observations name (`engram-vault-<project>` for memories without one).
 compiler.events.replay reads them back.
+
+Credentials in titles, contents and event data are redacted on the way (compiler.sync.redact):
+the chunk carries `[redacted:<kind>]`, the local journal the original.
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ from compiler.events.chunks import encode_chunk
 from compiler.events.journal import MemoryEvent
 from compiler.events.replay import VAULT_DIRECTORY
 from compiler.memory.model import Observation
+from compiler.sync.redact import Redactions, redact_text, redact_value
+
+REDACTED_FIELDS = ("title", "content", "topic_key")  # the free text of an observation record
 
 
 def build_chunk(events: Sequence[MemoryEvent], state: Mapping[str, Observation],
-                all_events: Iterable[MemoryEvent] = ()) -> tuple[bytes, dict[str, int]]:
+                all_events: Iterable[MemoryEvent] = (), *, redact: bool = True) -> tuple[bytes, dict[str, Any]]:
     """Returns (uncompressed chunk JSON, counts) carrying `events` and the memories they touch.
 
     `state` is the fold of every known event (latest state of each memory); `all_events`
-    gives the reinforcement counts shown as engram's duplicate_count.
+    gives the reinforcement counts shown as engram's duplicate_count. Counts: events, memories,
+    sessions, and `redacted` (see `Redactions.report`; empty when `redact` is off).
     """
     ordered = sorted({e.id: e for e in events}.values(), key=MemoryEvent.order)
     touched = sorted((state[i] for i in {e.memory for e in ordered} if i in state),
@@ -34,9 +41,37 @@ def build_chunk(events: Sequence[MemoryEvent], state: Mapping[str, Observation],
         if event.op == "reinforce":
             duplicates[event.memory] = duplicates.get(event.memory, 0) + 1
     observations = [observation_record(o, n, duplicates.get(o.id, 0)) for n, o in enumerate(touched, start=1)]
+    records = [e.to_dict() for e in ordered]
+    seen = Redactions()
+    if redact:
+        observations, records = redact_chunk(observations, records, seen)
     sessions = session_records(observations)
-    data = encode_chunk(sessions, observations, [e.to_dict() for e in ordered])
-    return data, {"events": len(ordered), "memories": len(observations), "sessions": len(sessions)}
+    data = encode_chunk(sessions, observations, records)
+    return data, {"events": len(ordered), "memories": len(observations), "sessions": len(sessions),
+                  "redacted": seen.report()}
+
+
+def redact_chunk(observations: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
+                 seen: Redactions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Returns copies of a chunk's observation records and event dicts with credentials redacted
+    (free-text fields of records, every string in event data); notes each secret in `seen`.
+
+    Titles get a second pass once every secret of their memory is known: a title cut from the
+    content may hold the start of a key too short for any rule."""
+    clean = [{k: redact_text(v, record["sync_id"], seen) if k in REDACTED_FIELDS and isinstance(v, str) else v
+              for k, v in record.items()} for record in observations]
+    redacted = [{**event, "data": redact_value(event["data"], event["memory"], seen)} for event in events]
+    for record in clean:
+        record["title"] = seen.hide_partials(record["title"], record["sync_id"])
+    for event in redacted:
+        if isinstance(event["data"].get("title"), str):
+            event["data"]["title"] = seen.hide_partials(event["data"]["title"], event["memory"])
+    return clean, redacted
+
+
+def pending_redactions(events: Sequence[MemoryEvent], state: Mapping[str, Observation]) -> dict[str, Any]:
+    """Returns what exporting `events` now would redact (`Redactions.report`), writing nothing."""
+    return build_chunk(events, state)[1]["redacted"] if events else Redactions().report()
 
 
 def session_id_for(obs: Observation) -> str:

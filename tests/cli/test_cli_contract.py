@@ -110,4 +110,5 @@ def test_group_options_before_a_sync_subcommand_count_for_it(make_vault):
     after = CliRunner().invoke(main, ["sync", "status", "--vault", str(vault), "--json"], catch_exceptions=False)
     assert before.exit_code == after.exit_code == 0, before.stderr
     assert json.loads(before.stdout) == json.loads(after.stdout)
-    assert json.loads(before.stdout)["pending_export"] == {"events": 0, "memories": 0}
+    assert json.loads(before.stdout)["pending_export"] == {"events": 0, "memories": 0,
+                                                          "redacted": {"count": 0, "memories": {}}}

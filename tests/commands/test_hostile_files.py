@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.commands.compile import compile_vault
 from compiler.core.errors import UsageError
 from compiler.core.files import MAX_NAME_BYTES, bounded_name, contained, write_pages
 from compiler.core.settings import Settings

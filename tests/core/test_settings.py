@@ -93,7 +93,7 @@ def test_an_unknown_key_inside_sync_is_an_error(tmp_path):
     assert str(error) == "engram.toml:5: unknown key 'remtoe' in [sync] (did you mean 'remote'?)"
     error = error_of(tmp_path, 'sync = { remote = "origin", colour = "blue" }\n')
     assert str(error) == ("engram.toml:1: unknown key 'colour' in [sync] "
-                          "(known: remote, branch, created_by, max_failures, stale_lock_seconds)")
+                          "(known: remote, branch, created_by, max_failures, stale_lock_seconds, redact)")
 
 
 def test_sync_keys_still_reach_the_sync_code(tmp_path):

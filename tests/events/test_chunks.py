@@ -122,7 +122,7 @@ def test_go_json_reproduces_a_chunk_the_engram_cli_wrote():
 
 def test_export_chunk_bytes_match_the_golden_files():
     data, counts = build_chunk(EVENTS, fold(EVENTS), EVENTS)
-    assert counts == {"events": 5, "memories": 2, "sessions": 2}
+    assert counts == {"events": 5, "memories": 2, "sessions": 2, "redacted": {"count": 0, "memories": {}}}
     assert data == golden("chunk-export.json", data)
     packed = compress(data)
     assert packed == golden(f"{chunk_id(data)}.jsonl.gz", packed)
