@@ -1,0 +1,90 @@
+"""Fault injection over MCP: the server process is SIGKILLed while an agent stores memories.
+
+A memory the server acknowledged (the tool answered) must survive every kill, and a retried call
+(same source id) must not store it twice. The server runs the real tools over stdio with the small
+fake embedder, so each restart is quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from compiler.core.settings import Settings
+from compiler.memory.vault import VaultMemory, read_memories
+from tests.conftest import ROOT, FakeEmbedder
+
+SEED = int(os.environ.get("KILL_SEED", "7"))
+COUNT = 60
+
+SERVER = f"""
+import os, sys
+from pathlib import Path
+sys.path[:0] = [{str(ROOT / 'tests')!r}, {str(ROOT)!r}]
+from conftest import FakeEmbedder
+from compiler.core.settings import Settings
+from compiler.mcp_server.server import MemoryServer, build_server
+vault = Path(sys.argv[1])
+(vault / "server.pid").write_text(str(os.getpid()))
+memory = MemoryServer(vault, Settings(now="2026-12-01 10:00:00"), embedder=FakeEmbedder())
+build_server(memory).run("stdio")
+"""
+
+
+async def store_until_killed(vault: Path, todo: list[int], kill_after: float | None, acked: dict[str, str]) -> None:
+    """Stores memories `todo` one call at a time, recording each acknowledged id; kills the server
+    `kill_after` s into the session (None: let it finish)."""
+    params = StdioServerParameters(command=sys.executable, args=["-c", textwrap.dedent(SERVER), str(vault)],
+                                   env={k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")})
+
+    async def killer() -> None:
+        await asyncio.sleep(kill_after)
+        os.kill(int((vault / "server.pid").read_text()), signal.SIGKILL)
+
+    try:
+        async with stdio_client(params, errlog=(vault.parent / "server.log").open("a")) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                if kill_after is not None:
+                    asyncio.ensure_future(killer())
+                for number in todo:
+                    source = f"m-{number}"
+                    words = " ".join(f"w{number}x{i}" for i in range(6))  # no shared word: no merge
+                    result = await asyncio.wait_for(session.call_tool("store_memory", {
+                        "content": words, "importance": 0.5, "metadata": {"source_id": source, "project": "faults"}}), 30)
+                    if result.isError:
+                        raise RuntimeError("".join(getattr(b, "text", "") for b in result.content))
+                    acked[source] = json.loads("".join(getattr(b, "text", "") for b in result.content))["id"]
+    except Exception:  # the kill cuts the session: whatever was not answered was not acknowledged
+        if kill_after is None:
+            raise
+
+
+def test_an_mcp_server_killed_mid_writes_keeps_every_acknowledged_memory(tmp_path):
+    rng = random.Random(SEED)
+    vault = tmp_path / "vault"
+    (vault / ".engram").mkdir(parents=True)
+    acked: dict[str, str] = {}
+    kills = 0
+    for _ in range(4):
+        before = len(acked)
+        asyncio.run(store_until_killed(vault, [n for n in range(COUNT) if f"m-{n}" not in acked],
+                                       rng.uniform(0.2, 1.0), acked))
+        kills += len(acked) < COUNT
+        assert len(acked) >= before
+    asyncio.run(store_until_killed(vault, list(range(COUNT)), None, acked))  # retries every call
+    assert kills >= 2, "the kills should land mid-session"
+    with VaultMemory(vault, Settings(now="2026-12-01 10:00:00"), embedder=FakeEmbedder()) as memory:
+        live = [o for o in read_memories(memory).state.values() if o.live]
+    by_source = {s: o.id for o in live for s in o.sources if s.startswith("m-")}
+    assert set(by_source) == {f"m-{n}" for n in range(COUNT)} and len(live) == COUNT  # all, once each
+    assert all(by_source[s] == i for s, i in acked.items())
