@@ -55,37 +55,11 @@ def validate(item: MemoryInput) -> MemoryInput:
     What a peer would quarantine (compiler.events.checks.save_problem, the one rule) is normalised
     here when it can be (one line, no path look: `../../x` becomes `x`) and refused when it cannot.
     """
-    if not isinstance(item.content, str):
-        raise InputError(f"content must be text, got {type(item.content).__name__}")
-    # A lone surrogate (JSON "\ud800") cannot be written as UTF-8: it becomes U+FFFD.
-    content = item.content.encode("utf-8", "replace").decode("utf-8")
-    content = content.replace("\x00", "").replace("\r\n", "\n").strip()
-    if not content:
-        raise InputError("content is empty")
-    size = len(content.encode("utf-8"))
-    if size > MAX_CONTENT_BYTES:
-        raise InputError(f"content is {size / 1024:.0f} KB, over the {MAX_CONTENT_BYTES // 1024} KB limit "
-                               "for one memory: store a summary and keep the document as a note")
-    if isinstance(item.importance, bool):
-        raise InputError(f"importance must be a number from 0 to 1, got {item.importance!r}")
-    try:
-        importance = float(item.importance)
-    except (TypeError, ValueError):
-        raise InputError(f"importance must be a number from 0 to 1, got {item.importance!r}") from None
-    if not 0.0 <= importance <= 1.0:
-        raise InputError(f"importance must be from 0 to 1, got {importance}")
-    category = str(item.category or "fact").strip().lower()
-    if category not in CATEGORIES:
-        raise InputError(f"unknown category {item.category!r}: use one of {', '.join(CATEGORIES)}")
-    if not isinstance(item.kind, str) or item.kind not in KINDS:
-        raise InputError(f"unknown kind {item.kind!r}")
-    if not isinstance(item.fields, dict):
-        raise InputError(f"fields must be an object, got {type(item.fields).__name__}")
-    if json_depth(item.fields) > MAX_FIELDS_DEPTH:
-        # accepted here, its journal line and chunk would be refused as too deep on every reader
-        raise InputError(f"metadata fields nest deeper than {MAX_FIELDS_DEPTH} levels")
-    clean = replace(item, content=content, title=_title(item.title, content), category=category,
-                    importance=importance, project=_line(item.project, MAX_PROJECT_CHARS, "project") or DEFAULT_PROJECT,
+    content = _content(item.content)
+    _check_shape(item)
+    clean = replace(item, content=content, title=_title(item.title, content), category=_category(item.category),
+                    importance=_importance(item.importance),
+                    project=_line(item.project, MAX_PROJECT_CHARS, "project") or DEFAULT_PROJECT,
                     type=_line(item.type, 40, "type") or "note", topic_key=_line(item.topic_key, 200, "topic_key"),
                     scope=_line(item.scope, 40, "scope"), session_id=_line(item.session_id, 120, "session_id"),
                     source_id=clean_line(item.source_id, 200))
@@ -93,6 +67,53 @@ def validate(item: MemoryInput) -> MemoryInput:
     if problem:
         raise InputError(problem)
     return clean
+
+
+def _content(value: Any) -> str:
+    """Returns the content as stored: UTF-8-safe, no NULs, "\n" line ends, trimmed; raises InputError."""
+    if not isinstance(value, str):
+        raise InputError(f"content must be text, got {type(value).__name__}")
+    # A lone surrogate (JSON "\ud800") cannot be written as UTF-8: it becomes U+FFFD.
+    content = value.encode("utf-8", "replace").decode("utf-8")
+    content = content.replace("\x00", "").replace("\r\n", "\n").strip()
+    if not content:
+        raise InputError("content is empty")
+    size = len(content.encode("utf-8"))
+    if size > MAX_CONTENT_BYTES:
+        raise InputError(f"content is {size / 1024:.0f} KB, over the {MAX_CONTENT_BYTES // 1024} KB limit "
+                         "for one memory: store a summary and keep the document as a note")
+    return content
+
+
+def _importance(value: Any) -> float:
+    """Returns the importance as a float in 0..1; raises InputError (a bool is not a number here)."""
+    if isinstance(value, bool):
+        raise InputError(f"importance must be a number from 0 to 1, got {value!r}")
+    try:
+        importance = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"importance must be a number from 0 to 1, got {value!r}") from None
+    if not 0.0 <= importance <= 1.0:
+        raise InputError(f"importance must be from 0 to 1, got {importance}")
+    return importance
+
+
+def _category(value: Any) -> str:
+    category = str(value or "fact").strip().lower()
+    if category not in CATEGORIES:
+        raise InputError(f"unknown category {value!r}: use one of {', '.join(CATEGORIES)}")
+    return category
+
+
+def _check_shape(item: MemoryInput) -> None:
+    """Raises InputError when the kind or the structured fields are not what every reader accepts."""
+    if not isinstance(item.kind, str) or item.kind not in KINDS:
+        raise InputError(f"unknown kind {item.kind!r}")
+    if not isinstance(item.fields, dict):
+        raise InputError(f"fields must be an object, got {type(item.fields).__name__}")
+    if json_depth(item.fields) > MAX_FIELDS_DEPTH:
+        # accepted here, its journal line and chunk would be refused as too deep on every reader
+        raise InputError(f"metadata fields nest deeper than {MAX_FIELDS_DEPTH} levels")
 
 
 def _line(value: Any, limit: int, what: str) -> str:
