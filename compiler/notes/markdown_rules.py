@@ -316,7 +316,7 @@ def escape_table_wikilinks(text: str) -> tuple[str, list[tuple[int, str]]]:
     says to write `[[Propiedades\\|propiedades]]` inside tables, and the rendered table shows no
     link. The writer clearly meant one, so it is kept (as if escaped) and the caller warns.
     """
-    if "[[" not in text or "|" not in text:
+    if "[[" not in text or not _TABLE_DELIMITER_RE.search(text):  # no table: skip the block pass
         return text, []
     lines, changed = text.split("\n"), []
     for index in _table_lines(text):
@@ -329,6 +329,7 @@ def escape_table_wikilinks(text: str) -> tuple[str, list[tuple[int, str]]]:
     return ("\n".join(lines), changed) if changed else (text, [])
 
 
+_TABLE_DELIMITER_RE = re.compile(r"^ {0,3}\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$", re.MULTILINE)
 _ROW_WIKILINK_RE = re.compile(r"!?\[\[[^\[\]\n]*?\]\]")
 _BARE_PIPE_RE = re.compile(r"(?<!\\)\|")
 
