@@ -1,4 +1,4 @@
-"""`engram compile | search | vsearch | query | get`: thin adapters over the compile spine and note search.
+"""`engram compile | watch | search | vsearch | query | get`: thin adapters over the compile spine and note search.
 
 Heavy modules (torch, Chroma) are imported inside the commands that need them, so `--help` and
 `search` stay instant.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,42 @@ def compile_command(vault_path: str | None, vault: str | None, as_json: bool, st
             click.echo(f"warning: {warning.file}{f':{warning.line}' if warning.line else ''}: {warning.message}", err=True)
         click.echo(report.summary(), err=True)
     sys.exit(1 if strict and report.warnings else 0)
+
+
+@click.command("watch")
+@click.argument("vault_path", metavar="[VAULT]", required=False, type=click.Path(file_okay=False))
+@vault_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per build on stdout (JSON lines).")
+@click.option("--out", help="Output folder inside the vault (default: _engram, or `out` in engram.toml).")
+@click.option("--model", help="Embedding model: multilingual-e5-small, or a sentence-transformers directory or name.")
+@click.option("--chroma-url", envvar="ENGRAM_CHROMA_URL", help="Use a Chroma server instead of the embedded store.")
+@click.option("--quiet-ms", default=400, show_default=True, type=click.IntRange(50, 60_000),
+              help="Build once nothing has changed for this many milliseconds.")
+def watch_command(vault_path: str | None, vault: str | None, as_json: bool, out: str | None, model: str | None,
+                  chroma_url: str | None, quiet_ms: int) -> None:
+    """Compile VAULT now, then again whenever a note, an attachment, engram.toml, the memory journal
+    or a synced chunk changes. One summary line per build on stderr; Ctrl-C stops (exit 0).
+
+    Bursts (a git checkout, a sync) are one build; the watch's own writes start none; a failing
+    build prints its error and the watch goes on.
+    """
+    from compiler.commands.watch import Build, watch_vault
+
+    root, _ = vault_and_settings(vault_path or vault, out=out, model=model, chroma_url=chroma_url)  # exit 2 now, not later
+
+    def show(build: Build) -> None:
+        if as_json:
+            click.echo(json.dumps(build.to_dict(), ensure_ascii=False, sort_keys=True))
+        else:
+            click.echo(build.line, err=True)
+
+    click.echo(f"engram: watching {root} (Ctrl-C to stop)", err=True)
+    try:
+        watch_vault(root, lambda: vault_and_settings(str(root), out=out, model=model, chroma_url=chroma_url)[1], show,
+                    quiet_ms=quiet_ms)
+    except KeyboardInterrupt:
+        click.echo("engram: stopped watching", err=True)
+    sys.exit(0)
 
 
 ALL_HITS = 100_000  # --all: qmd's "all results" is this many too
@@ -186,4 +223,4 @@ def get_command(target: str, vault: str | None, max_lines: int, from_line: int, 
         click.echo(f"engram: {note['path']}: only the first {settings.max_note_bytes} bytes (max_note_bytes)", err=True)
 
 
-COMMANDS = (compile_command, search_command, vsearch_command, query_command, get_command)
+COMMANDS = (compile_command, watch_command, search_command, vsearch_command, query_command, get_command)
