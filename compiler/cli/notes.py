@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -81,12 +82,19 @@ def watch_command(vault_path: str | None, vault: str | None, as_json: bool, out:
             click.echo(build.line, err=True)
 
     click.echo(f"engram: watching {root} (Ctrl-C to stop)", err=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C too
     try:
         watch_vault(root, lambda: vault_and_settings(str(root), out=out, model=model, chroma_url=chroma_url)[1], show,
                     quiet_ms=quiet_ms)
     except KeyboardInterrupt:
         click.echo("engram: stopped watching", err=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     sys.exit(0)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 ALL_HITS = 100_000  # --all: qmd's "all results" is this many too

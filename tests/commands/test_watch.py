@@ -155,9 +155,10 @@ def test_the_filter_takes_inputs_and_leaves_own_writes_and_tool_state(make_vault
 
 
 @pytest.mark.integration
-def test_the_command_prints_a_json_line_per_build_and_ctrl_c_exits_0(make_vault):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_the_command_prints_a_json_line_per_build_and_ctrl_c_exits_0(make_vault, stop):
     """`engram watch --json` in a real process, with the bundled model: a line per build, and
-    SIGINT (Ctrl-C) ends it with exit 0 and one line on stderr."""
+    SIGINT (Ctrl-C) or SIGTERM (a service manager) ends it with exit 0 and one line on stderr."""
     vault = make_vault({"Home.md": "# Home\n\nThe runbook.\n"})
     process = subprocess.Popen([sys.executable, "-m", "compiler", "watch", str(vault), "--json"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -171,7 +172,7 @@ def test_the_command_prints_a_json_line_per_build_and_ctrl_c_exits_0(make_vault)
         second = json.loads(lines.get(timeout=WAIT))
         assert second == {**second, "build": 2, "ok": True, "changes": ["Deploy.md"], "changed_files": 1}
         assert second["report"]["changed"] == ["Deploy.md"] and second["summary"].startswith("engram: 2 notes")
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         _, err = process.communicate(timeout=WAIT)
     finally:
         if process.poll() is None:
