@@ -75,12 +75,19 @@ def read_lines(vault: Path, target: str, max_bytes: int, *, start: int = 0, coun
         start = start or int(suffix.group(2))
         count = count or int(suffix.group(3) or 0)
     note = read_note(vault, target, max_bytes)
-    lines = note["content"].splitlines(keepends=True)
+    lines = _lines(note["content"])
     first = max(start, 1)
     if first > len(lines) and lines:
         raise InputError(f"{note['path']} has {len(lines)} lines: line {first} is past its end")
     chosen = lines[first - 1:first - 1 + count] if count else lines[first - 1:]
     return {**note, "content": "".join(chosen), "from": first, "lines": len(chosen)}
+
+
+def _lines(text: str) -> list[str]:
+    """Returns the lines of `text`, each with its "\n": split on newlines only, as editors and the
+    index number them (str.splitlines would also split on form feeds and U+2028)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _note_exists(vault: Path, path: str) -> bool:

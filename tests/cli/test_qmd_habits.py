@@ -19,6 +19,7 @@ from tests.conftest import FakeEmbedder
 
 NOTES = {
     "Deploy.md": "# Deploying\n\nRun the blue-green deploy, then watch the dashboard.\nLine four, with a comma.\n",
+    "Feed.md": "# Form\x0cfeed\n\nline three\u2028still three\nline four\n",  # only \n ends a line
     **{f"Ops/Deploy note {i}.md": f"# Deploy note {i}\n\nAnother deploy story, number {i}.\n" for i in range(8)},
     **{f"Kitchen/Recipe {i}.md": f"# Recipe {i}\n\nBoil water, add salt, cook for {i} minutes.\n" for i in range(20)},
 }  # the recipes keep "deploy" rare enough for BM25 to score it
@@ -93,6 +94,11 @@ def test_get_path_with_line_and_count(vault):
                                   "content": "Line four, with a comma.\n"}
     code, out, _ = run("get", "--vault", str(vault), "Deploy.md:1", "--from", "4", "-l", "1")  # options win
     assert code == 0 and out == "Line four, with a comma.\n"
+
+
+def test_lines_are_counted_by_newlines_only(vault):
+    code, out, _ = run("get", "--vault", str(vault), "Feed.md:4")
+    assert code == 0 and out == "line four\n"
 
 
 def test_a_note_whose_name_ends_in_a_line_suffix_is_read_as_named(make_vault):
