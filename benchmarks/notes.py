@@ -137,7 +137,7 @@ def run(workdir: Path, cache: Path, model: str) -> dict[str, Any]:
                 misses[mode].append({"q": question["q"], "rank": rank, "top": files[:3]})
     cache_dir = vault / ".engram" / "cache"
     return {
-        "model": settings.model, "pages": pages, "sections": report.embedded,
+        "model": settings.model, "pages": pages, "sections": report.sections,
         "questions": len(questions), "compile_s": round(compile_s, 1),
         "modes": {m: {group: score(r) for group, r in by_group.items()} for m, by_group in ranks.items()},
         "query_p50_ms": {m: round(1000 * statistics.median(t), 1) for m, t in times.items()},

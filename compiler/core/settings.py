@@ -58,7 +58,7 @@ class Settings:
     max_section_chars: int = 1200  # about the 256-token window of MiniLM
     related_min_cosine: float = 0.40  # semantic "related" edges between notes
     related_max: int = 5
-    graph_bonus: float = 0.1  # hybrid query: bonus for graph neighbours of strong hits
+    graph_bonus: float = 0.03  # hybrid query: bonus for graph neighbours of strong hits (benchmarks/README.md)
     chroma_url: str = ""  # empty: the embedded store under .engram/cache/chroma
     templates: str = ""  # vault-relative folder of template overrides
     now: str = ""  # pin the memory clock ("YYYY-MM-DD HH:MM:SS" UTC): reproducible pages and tests

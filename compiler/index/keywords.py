@@ -5,6 +5,7 @@ Keyword search opens only this file, so a cold `engram search` never imports tor
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import unicodedata
@@ -113,6 +114,25 @@ class KeywordIndex:
             "ORDER BY rank, path, ordinal LIMIT ?", (expression, limit))
         return [KeywordHit(p, int(o), int(l), t, -float(r), s) for p, o, l, t, r, s in rows]
 
+    def coverage(self, query: str) -> float:
+        """Returns the share of the query's keyword weight (IDF of each content word) that the index holds.
+
+        1.0 when every word occurs somewhere; near 0 when the words are foreign to the vault (a
+        Spanish question over English notes), where the best BM25 match is noise and hybrid
+        search should lean on meaning instead.
+        """
+        words = match_words(query)
+        if not words:
+            return 0.0
+        total = self.count()
+        found = weight = 0.0
+        for word in words:
+            matches = self._db.execute("SELECT count(*) FROM sections WHERE sections MATCH ?", (f'"{word}"',)).fetchone()[0]
+            idf = math.log((total - matches + 0.5) / (matches + 0.5) + 1.0)  # BM25's IDF
+            weight += idf
+            found += idf if matches else 0.0
+        return found / weight if weight else 0.0
+
     def close(self) -> None:
         self._db.close()
 
@@ -143,6 +163,10 @@ def match_expression(query: str) -> str:
     question ("how do we deploy?") should not need every word to appear. Stopwords are
     dropped unless the query has nothing else.
     """
+    return " OR ".join(f'"{w}"' for w in match_words(query))
+
+
+def match_words(query: str) -> list[str]:
+    """Returns the query's distinct words, lower-cased, without stopwords unless nothing else is left."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
-    content = [w for w in words if _fold(w) not in STOPWORDS] or words
-    return " OR ".join(f'"{w}"' for w in content)
+    return [w for w in words if _fold(w) not in STOPWORDS] or words
