@@ -53,7 +53,8 @@ def load_state(path: Path) -> tuple[BuildState, str]:
         if data.get("version") != STATE_VERSION:
             return BuildState(), "build state from another version"
         return BuildState(
-            model=data["model"], model_setting=data.get("model_setting", ""), fingerprint=data["fingerprint"], parser=data.get("parser", ""),
+            model=data["model"], model_setting=data.get("model_setting", ""), fingerprint=data["fingerprint"],
+            parser=data.get("parser", ""),
             files={p: FileStamp(p, size, mtime, sha) for p, (size, mtime, sha) in data["files"].items()},
             notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
             warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},

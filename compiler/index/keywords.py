@@ -141,7 +141,8 @@ class KeywordIndex:
         total = self.count()
         found = weight = 0.0
         for word in words:
-            matches = self._db.execute("SELECT count(*) FROM sections WHERE sections MATCH ?", (f'"{word}"',)).fetchone()[0]
+            matches = self._db.execute("SELECT count(*) FROM sections WHERE sections MATCH ?",
+                                       (f'"{word}"',)).fetchone()[0]
             idf = math.log((total - matches + 0.5) / (matches + 0.5) + 1.0)  # BM25's IDF
             weight += idf
             found += idf if matches else 0.0
@@ -190,6 +191,6 @@ def match_words(query: str) -> list[str]:
 
 
 def cjk_pairs(text: str) -> str:
-    """Returns every run of CJK characters in `text` as its overlapping pairs ("语义图谱" → "语义 义图 图谱";
-    a lone character stays itself), space-separated; "" for text without CJK."""
+    """Returns every run of CJK characters in `text` as its overlapping pairs, space-separated
+    ("语义图谱" → "语义 义图 图谱"; a lone character stays itself); "" for text without CJK."""
     return " ".join(" ".join(run[k:k + 2] for k in range(max(1, len(run) - 1))) for run in _CJK.findall(text))
