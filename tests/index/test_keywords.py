@@ -69,3 +69,11 @@ def test_engram_search_finds_a_chinese_note(make_vault, fake_embedder):
     result = CliRunner().invoke(main, ["search", "语义图谱", "--vault", str(vault), "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)[0]["file"] == "Chinese.md"
+
+
+def test_coverage_is_the_share_of_the_query_keyword_weight_the_vault_holds(tmp_path):
+    index = index_of(tmp_path)
+    assert index.coverage("deploy payments") == 1.0
+    assert index.coverage("reintentar peticiones fallidas") == 0.0  # words no note uses
+    assert 0.0 < index.coverage("deploy zanzibar") < 1.0
+    index.close()
