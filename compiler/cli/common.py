@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from compiler.core.errors import EXPECTED, EngramError, describe
+from compiler.core.errors import EXPECTED, EngramError, UsageError, describe
 from compiler.core.settings import Settings, load_settings
 from compiler.core.vault import find_vault
 
@@ -40,10 +40,27 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True))
 
 
-def vault_and_settings(vault: str | None, **overrides: Any) -> tuple[Path, Settings]:
-    """Returns the vault and its settings; raises UsageError (exit 2) when either is wrong."""
+def vault_and_settings(vault: str | None, *, builds_index: bool = False, **overrides: Any) -> tuple[Path, Settings]:
+    """Returns the vault and its settings; raises UsageError (exit 2) when either is wrong.
+
+    The model is the one the vault's index was built with (the build state records it): queries
+    embedded with another model match nothing meaningful. A command that builds the index
+    (`builds_index`: compile, check's view of the next compile, sync) lets engram.toml, ENGRAM_MODEL
+    and --model change it; the others use it whatever the settings say, and a --model naming
+    another model is a usage error.
+    """
+    from compiler.commands.build_state import recorded_model
+    from compiler.commands.vault_paths import VaultPaths
+
     root = find_vault(vault)
-    return root, load_settings(root, **overrides)
+    recorded = recorded_model(VaultPaths(root))
+    if builds_index or not recorded:
+        return root, load_settings(root, index_model=recorded, **overrides)
+    asked = overrides.get("model")
+    if asked and asked != recorded:
+        raise UsageError(f"--model {asked} conflicts with the index of {root}, built with {recorded} "
+                         f"(drop --model, or rebuild: engram compile --model {asked})")
+    return root, load_settings(root, **{**overrides, "model": recorded})
 
 
 def vault_option(command: Callable[..., Any]) -> Callable[..., Any]:

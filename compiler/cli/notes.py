@@ -43,7 +43,8 @@ def compile_command(vault_path: str | None, vault: str | None, as_json: bool, st
     """
     from compiler.commands.compile import compile_vault
 
-    root, settings = vault_and_settings(vault_path or vault, out=out, model=model, chroma_url=chroma_url, now=now)
+    root, settings = vault_and_settings(vault_path or vault, builds_index=True, out=out, model=model,
+                                        chroma_url=chroma_url, now=now)
     report = compile_vault(root, settings, progress=stderr_progress)
     if as_json:
         emit_json(report.to_dict())

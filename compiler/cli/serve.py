@@ -62,7 +62,7 @@ def check_command(vault_path: str | None, vault: str | None, as_json: bool, quie
     """
     from compiler.commands.check import check_vault
 
-    root, settings = vault_and_settings(vault_path or vault)
+    root, settings = vault_and_settings(vault_path or vault, builds_index=True)  # what the next compile would use
     report = check_vault(root, settings)
     if as_json:
         emit_json({"vault": str(root), **report.to_dict()})

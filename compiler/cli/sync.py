@@ -65,7 +65,7 @@ def sync_group(ctx: click.Context, vault: str | None, as_json: bool, sessions: t
     from compiler.commands.sync_cycle import run_sync
     from compiler.sync.monitor import summary
 
-    root, settings = vault_and_settings(vault)
+    root, settings = vault_and_settings(vault, builds_index=True)  # they compile
     result = run_sync(root, settings, created_by=created_by, project=project, sessions=sessions,
                       push_changes=not no_push)
     _show(result, as_json, summary(result))
@@ -105,7 +105,7 @@ def sync_import(vault: str | None, as_json: bool, no_compile: bool) -> None:
     """Take in chunks not imported yet (bad records are quarantined and reported), then compile."""
     from compiler.commands.sync_cycle import import_and_compile
 
-    root, settings = vault_and_settings(vault)
+    root, settings = vault_and_settings(vault, builds_index=True)  # they compile
     result = import_and_compile(root, settings, compile=not no_compile)
     _show(result, as_json, f"{len(result['chunks_new'])} new chunks, {result['events_new']} events, "
                            f"{result['memories_new']} new memories, {len(result['quarantined'])} quarantined")

@@ -23,6 +23,7 @@ STATE_VERSION = 1
 @dataclass(frozen=True)
 class BuildState:
     model: str = ""  # model identity the vectors were made with
+    model_setting: str = ""  # the `model` setting that made them: what search and recall must embed queries with
     fingerprint: str = ""  # settings that shape the index
     parser: str = ""  # hash of the parser's code: a new parser re-parses every note
     files: dict[str, FileStamp] = field(default_factory=dict)
@@ -33,7 +34,8 @@ class BuildState:
     memory_events: str = ""  # digest of the memory events the pages were rendered from ("" when none)
 
     def to_json(self) -> str:
-        data = {"version": STATE_VERSION, "model": self.model, "fingerprint": self.fingerprint, "parser": self.parser,
+        data = {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
+                "fingerprint": self.fingerprint, "parser": self.parser,
                 "files": {p: [s.size, s.mtime_ns, s.sha256] for p, s in sorted(self.files.items())},
                 "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
                 "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
@@ -51,7 +53,8 @@ def load_state(path: Path) -> tuple[BuildState, str]:
         if data.get("version") != STATE_VERSION:
             return BuildState(), "build state from another version"
         return BuildState(
-            model=data["model"], fingerprint=data["fingerprint"], parser=data.get("parser", ""),
+            model=data["model"], model_setting=data.get("model_setting", ""), fingerprint=data["fingerprint"],
+            parser=data.get("parser", ""),
             files={p: FileStamp(p, size, mtime, sha) for p, (size, mtime, sha) in data["files"].items()},
             notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
             warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
@@ -59,6 +62,17 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", "")), ""
     except (ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
+
+
+def recorded_model(paths: VaultPaths) -> str:
+    """Returns the `model` setting the vault's index was built with ("" before the first compile,
+    or for a state from an engram that did not record it)."""
+    try:  # only one key: parsing every note of the state (load_state) is not needed for it
+        data = json.loads(paths.state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    setting = data.get("model_setting", "") if isinstance(data, dict) and data.get("version") == STATE_VERSION else ""
+    return setting if isinstance(setting, str) else ""
 
 
 def save_state(path: Path, state: BuildState) -> bool:

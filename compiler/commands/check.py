@@ -17,7 +17,7 @@ from typing import Any
 from compiler.commands.build_state import BuildState, load_state
 from compiler.core.errors import BuildWarning
 from compiler.core.files import GENERATED_YAML, is_generated
-from compiler.core.settings import Settings
+from compiler.core.settings import CONFIG_FILE, Settings, setting_source
 from compiler.notes.scan import file_sha256, scan_vault
 
 
@@ -60,7 +60,7 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
         report.problems.append(BuildWarning(".engram/cache/state.json", 0,
                                             f"never compiled on this machine ({reason})", "not-compiled"))
     else:
-        report.problems += _check_build_inputs(state, settings)
+        report.problems += _check_build_inputs(root, state, settings)
         report.problems += _check_notes(root, settings, state, report)
         report.problems += _check_pages(root, settings, state, report)
         report.problems += _check_memory_pages(state, events)
@@ -71,7 +71,7 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
     return report
 
 
-def _check_build_inputs(state: BuildState, settings: Settings) -> list[BuildWarning]:
+def _check_build_inputs(root: Path, state: BuildState, settings: Settings) -> list[BuildWarning]:
     """Settings, model or engram version changed since the compile: every page may change."""
     from compiler.commands.build_state import rebuild_reason
     from compiler.core.errors import ModelLoadError
@@ -80,9 +80,18 @@ def _check_build_inputs(state: BuildState, settings: Settings) -> list[BuildWarn
     try:
         identity = model_identity(settings.model)
     except ModelLoadError as error:
-        return [BuildWarning("engram.toml", 0, str(error), "settings")]
+        return [BuildWarning(*_source_of(root, ("model",)), str(error), "settings")]
     reason, source = rebuild_reason(state, identity, settings)
+    if source == CONFIG_FILE:  # rebuild_reason means "the settings": name where they really come from
+        keys = ("model",) if reason.startswith("embedding model") else ("model", "max_note_bytes", "max_section_chars")
+        return [BuildWarning(*_source_of(root, keys), reason, "settings")]
     return [BuildWarning(source, 0, reason, "settings")] if reason else []
+
+
+def _source_of(root: Path, keys: tuple[str, ...]) -> tuple[str, int]:
+    """Returns the file (or env var) and line that set the first of `keys` that is set; else the
+    build state, which holds what the last compile was given (its --model, or an older default)."""
+    return next((found for key in keys if (found := setting_source(root, key))[0]), (".engram/cache/state.json", 0))
 
 
 def _check_notes(root: Path, settings: Settings, state: BuildState, report: CheckReport) -> list[BuildWarning]:

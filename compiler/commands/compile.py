@@ -102,7 +102,8 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
         pages = {**render_note_pages(view, env, settings.out), **memory.pages}
         written = write_pages(paths.root, settings.out, pages)
         save_state(paths.state, BuildState(
-            model=model.identity, fingerprint=settings.index_fingerprint(), parser=parser_fingerprint(),
+            model=model.identity, model_setting=settings.model, fingerprint=settings.index_fingerprint(),
+            parser=parser_fingerprint(),
             files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
             memory_pages=memory.page_ids, pages=_page_hashes(settings.out, pages), memory_events=memory.events_digest))
     return BuildReport(

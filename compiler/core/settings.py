@@ -58,7 +58,7 @@ class Settings:
     max_section_chars: int = 1200  # about the 256-token window of MiniLM
     related_min_cosine: float = 0.40  # semantic "related" edges between notes
     related_max: int = 5
-    graph_bonus: float = 0.1  # hybrid query: bonus for graph neighbours of strong hits
+    graph_bonus: float = 0.03  # hybrid query: bonus for graph neighbours of strong hits (benchmarks/README.md)
     chroma_url: str = ""  # empty: the embedded store under .engram/cache/chroma
     templates: str = ""  # vault-relative folder of template overrides
     now: str = ""  # pin the memory clock ("YYYY-MM-DD HH:MM:SS" UTC): reproducible pages and tests
@@ -86,11 +86,13 @@ class Settings:
 KNOWN_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Settings) if f.name != "extra")
 
 
-def load_settings(vault: Path, **overrides: Any) -> Settings:
-    """Returns the settings for `vault`: defaults < the model's defaults < engram.toml < ENGRAM_* env < overrides."""
+def load_settings(vault: Path, *, index_model: str = "", **overrides: Any) -> Settings:
+    """Returns the settings for `vault`: defaults < the model's defaults < the model the index was
+    built with (`index_model`, from the build state) < engram.toml < ENGRAM_* env < overrides."""
     toml_values, toml_lines = _read_toml(vault / CONFIG_FILE)
     env = {key: os.environ.get(name) for key, name in ENV_VARS.items()}
     layers: list[tuple[dict[str, Any], Any]] = [
+        ({"model": index_model} if index_model else {}, lambda key: (".engram/cache/state.json", 0)),
         (toml_values, lambda key: (CONFIG_FILE, toml_lines.get(key, 0))),
         ({k: v for k, v in env.items() if v}, lambda key: (ENV_VARS.get(key, "environment"), 0)),
         ({k: v for k, v in overrides.items() if v not in (None, "")}, lambda key: ("--" + key.replace("_", "-"), 0)),
@@ -101,6 +103,15 @@ def load_settings(vault: Path, **overrides: Any) -> Settings:
     given = {key for values, _ in layers for key in values}
     model_defaults = MODEL_DEFAULTS.get(settings.model, {})
     return replace(settings, **{k: v for k, v in model_defaults.items() if k not in given})
+
+
+def setting_source(vault: Path, key: str) -> tuple[str, int]:
+    """Returns where `key` is set for `vault`: (engram.toml, its line) or (the env var, 0), else ("", 0)
+    (a default, the build state, or a command-line option)."""
+    values, lines = _read_toml(vault / CONFIG_FILE)
+    if key in ENV_VARS and os.environ.get(ENV_VARS[key]):
+        return ENV_VARS[key], 0
+    return (CONFIG_FILE, lines.get(key, 0)) if key in values else ("", 0)
 
 
 def _read_toml(path: Path) -> tuple[dict[str, Any], dict[str, int]]:

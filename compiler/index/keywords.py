@@ -5,6 +5,7 @@ Keyword search opens only this file, so a cold `engram search` never imports tor
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import unicodedata
@@ -18,9 +19,17 @@ from compiler.core.errors import DERIVED, full_disk_guard
 # remove_diacritics folds "diseño"/"diseno" and "reunión"/"reunion" together (Spanish notes);
 # porter stems English inflections ("deploys" finds "deployment").
 TOKENIZER = "porter unicode61 remove_diacritics 2"
-# bm25() weights, in column order: path, ordinal, line (unindexed), title, heading, body, tags.
-WEIGHTS = (0.0, 0.0, 0.0, 4.0, 2.0, 1.0, 2.0)
+# bm25() weights, in column order: path, ordinal, line (unindexed), title, heading, body, tags, cjk.
+WEIGHTS = (0.0, 0.0, 0.0, 4.0, 2.0, 1.0, 2.0, 1.0)
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Chinese, Japanese and Korean write words without spaces between them (Korean glues particles
+# on), so unicode61 makes a whole run one token and "语义图谱" never matches "构建语义图谱的方法".
+# Each run is also indexed as overlapping character pairs (bigrams, as CJK search engines do) in
+# the `cjk` column, and a query's runs become their pairs: any two-character word matches, where
+# FTS5's trigram tokenizer needs three. Other scripts never reach the column, so their ranking
+# is unchanged (the notes bench gives the same figures with and without it).
+_CJK = re.compile("[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+                  "\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+")
 
 
 @dataclass(frozen=True)
@@ -63,11 +72,16 @@ class KeywordIndex:
         with self._guard():
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path)
+            if self._columns() and "cjk" not in self._columns():  # written by an engram without CJK pairs
+                self._db.execute("DROP TABLE sections")  # an empty index: the compile refills it
             self._db.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS sections USING fts5("
-                f"path UNINDEXED, ordinal UNINDEXED, line UNINDEXED, title, heading, body, tags, tokenize='{TOKENIZER}')")
+                "CREATE VIRTUAL TABLE IF NOT EXISTS sections USING fts5(path UNINDEXED, ordinal UNINDEXED, "
+                f"line UNINDEXED, title, heading, body, tags, cjk, tokenize='{TOKENIZER}')")
             # One row per note: what filters and hit ids need without reading the build state.
             self._db.execute("CREATE TABLE IF NOT EXISTS notes (path TEXT PRIMARY KEY, sha256 TEXT, title TEXT, tags TEXT)")
+
+    def _columns(self) -> list[str]:
+        return [row[1] for row in self._db.execute("PRAGMA table_info(sections)")]
 
     def _guard(self, needed: int = 0) -> AbstractContextManager[None]:
         """Returns the context that turns a full disk under this index into one StorageFullError."""
@@ -89,8 +103,9 @@ class KeywordIndex:
             self._db.executemany("DELETE FROM notes WHERE path = ?", [(p,) for p in deleted])
             self._db.executemany("INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?)",
                                  [(n.path, n.sha256, n.title, n.tags) for n in notes])
-            self._db.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 [(r.path, r.ordinal, r.line, r.title, r.heading, r.body, r.tags) for r in rows])
+            self._db.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                 [(r.path, r.ordinal, r.line, r.title, r.heading, r.body, r.tags,
+                                   cjk_pairs(f"{r.title} {r.heading} {r.body}")) for r in rows])
 
     def notes(self, paths: Iterable[str]) -> dict[str, NoteRow]:
         """Returns the note rows of `paths` that are indexed."""
@@ -112,12 +127,32 @@ class KeywordIndex:
         expression = match_expression(query)
         if not expression:
             return []
-        weights = ", ".join(str(w) for w in WEIGHTS)
+        weights = ", ".join(str(w) for w in WEIGHTS[:len(self._columns())])  # an index not rebuilt yet has no cjk
         rows = self._db.execute(
             f"SELECT path, ordinal, line, title, bm25(sections, {weights}) AS rank, "
             "snippet(sections, 5, '**', '**', '…', 16) FROM sections WHERE sections MATCH ? "
             "ORDER BY rank, path, ordinal LIMIT ?", (expression, limit))
         return [KeywordHit(p, int(o), int(l), t, -float(r), s) for p, o, l, t, r, s in rows]
+
+    def coverage(self, query: str) -> float:
+        """Returns the share of the query's keyword weight (IDF of each content word) that the index holds.
+
+        1.0 when every word occurs somewhere; near 0 when the words are foreign to the vault (a
+        Spanish question over English notes), where the best BM25 match is noise and hybrid
+        search should lean on meaning instead.
+        """
+        words = match_words(query)
+        if not words:
+            return 0.0
+        total = self.count()
+        found = weight = 0.0
+        for word in words:
+            matches = self._db.execute("SELECT count(*) FROM sections WHERE sections MATCH ?",
+                                       (f'"{word}"',)).fetchone()[0]
+            idf = math.log((total - matches + 0.5) / (matches + 0.5) + 1.0)  # BM25's IDF
+            weight += idf
+            found += idf if matches else 0.0
+        return found / weight if weight else 0.0
 
     def close(self) -> None:
         self._db.close()
@@ -149,6 +184,19 @@ def match_expression(query: str) -> str:
     question ("how do we deploy?") should not need every word to appear. Stopwords are
     dropped unless the query has nothing else.
     """
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
-    content = [w for w in words if _fold(w) not in STOPWORDS] or words
-    return " OR ".join(f'"{w}"' for w in content)
+    return " OR ".join(f'"{w}"' for w in match_words(query))
+
+
+def match_words(query: str) -> list[str]:
+    """Returns the query's distinct words, lower-cased, without stopwords unless nothing else is
+    left; a run of CJK characters also brings its character pairs (`cjk_pairs`)."""
+    # The run itself too: it matches a run written alone (a memory's keywords have no pair column).
+    spread = _CJK.sub(lambda m: f" {m.group()} {cjk_pairs(m.group())} ", query)
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(spread)))
+    return [w for w in words if _fold(w) not in STOPWORDS] or words
+
+
+def cjk_pairs(text: str) -> str:
+    """Returns every run of CJK characters in `text` as its overlapping pairs, space-separated
+    ("语义图谱" → "语义 义图 图谱"; a lone character stays itself); "" for text without CJK."""
+    return " ".join(" ".join(run[k:k + 2] for k in range(max(1, len(run) - 1))) for run in _CJK.findall(text))

@@ -89,11 +89,16 @@ def vector_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
 
 
 def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters(), *, embedder: Any,
-                  chroma_url: str = "", graph_bonus: float = 0.1) -> list[dict[str, Any]]:
-    """Returns up to `n` notes by 0.4 × BM25 + 0.6 × cosine, plus a bonus for graph neighbours of strong hits.
+                  chroma_url: str = "", graph_bonus: float = 0.03) -> list[dict[str, Any]]:
+    """Returns up to `n` notes by 0.4 × keywords + 0.6 × cosine, plus a bonus for graph neighbours of strong hits.
 
-    BM25-only candidates are scored with their real cosine (read from the vector store), so a
-    keyword hit is never penalised for missing the vector pool.
+    The keyword part is BM25 relative to the query's best match (1.0 for the best section, as in
+    memory recall), times the share of the query's keyword weight the vault holds at all
+    (`KeywordIndex.coverage`): a question whose words the notes never use gets its ranking from
+    meaning. x / (1 + x) squeezed the keyword hits together (on the notes bench, median 0.94 for a
+    query's best section, 0.90 for its tenth), so keywords hardly ranked (benchmarks/README.md). BM25-only
+    candidates are scored with their real cosine (read from the vector store), so a keyword hit
+    is never penalised for missing the vector pool.
     """
     from compiler.index.vectors import VectorStore, open_client
     from compiler.notes.graph import load_graph
@@ -105,6 +110,8 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     index = open_keyword_index(vault)
     try:
         keyword_hits = {f"{h.path}#{h.ordinal}": h for h in index.search(query, pool)}
+        best_bm25 = max((h.bm25 for h in keyword_hits.values()), default=0.0)
+        keyword_scale = index.coverage(query) / best_bm25 if best_bm25 > 0 else 0.0
         missing = [i for i in keyword_hits if i not in vector_hits]
         cosines = {i: h.cosine for i, h in vector_hits.items()}
         cosines.update({i: float(v @ query_vector) for i, v in store.vectors(missing).items()})
@@ -117,7 +124,8 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
         if not row or not filters.accepts(row):
             continue
         keyword, vector = keyword_hits.get(section_id), vector_hits.get(section_id)
-        score = BM25_WEIGHT * bm25_score(keyword.bm25 if keyword else 0.0) + VECTOR_WEIGHT * max(0.0, cosines.get(section_id, 0.0))
+        score = (BM25_WEIGHT * keyword_scale * (keyword.bm25 if keyword else 0.0)
+                 + VECTOR_WEIGHT * max(0.0, cosines.get(section_id, 0.0)))
         if row.path not in best or score > best[row.path]["score"]:
             line = keyword.line if keyword else int(vector.metadata.get("line", 1))  # type: ignore[union-attr]
             snippet = keyword.snippet if keyword else _excerpt(vector.document)  # type: ignore[union-attr]

