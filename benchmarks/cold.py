@@ -55,6 +55,8 @@ def log(message: str) -> None:
 
 
 def child_env(code: Path) -> dict[str, str]:
+    """The children's environment: `code` first on the path (they also run in it: `-m` puts the
+    working folder first)."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     env.pop("ENGRAM_VAULT", None)
     return env
@@ -83,7 +85,7 @@ def run_engram(code: Path, args: list[str]) -> dict[str, float]:
     with tempfile.TemporaryFile() as errors:
         start = time.perf_counter()
         process = subprocess.Popen([sys.executable, "-m", "compiler", *args], stdout=subprocess.DEVNULL,
-                                   stderr=errors, env=child_env(code))
+                                   stderr=errors, env=child_env(code), cwd=code)
         watcher = threading.Thread(target=_watch_peak, args=(process.pid, peak, done), daemon=True)
         watcher.start()
         _, status, usage = os.wait4(process.pid, 0)
@@ -175,7 +177,7 @@ def mcp_first_contact(code: Path, vault: Path) -> dict[str, float]:
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "compiler", "serve", "--vault", str(vault)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               env=child_env(code))
+                               env=child_env(code), cwd=code)
     lines: queue.Queue[bytes] = queue.Queue()
     threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
 
@@ -218,7 +220,7 @@ def run(code: Path, runs: int, workdir: Path) -> dict[str, Any]:
     vault = copy_example(workdir / "vault")
     log(f"compiling a copy of vault-example/ with {code}")
     subprocess.run([sys.executable, "-m", "compiler", "compile", "-q", str(vault)], check=True, env=child_env(code),
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, cwd=code)
     cold = cold_commands(code, vault, runs)
     onnx = onnx_vs_torch(code, runs)
     log("MCP first contact")
