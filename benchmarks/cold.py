@@ -236,8 +236,8 @@ def table(f: dict[str, Any]) -> str:
         lines.append(f"| {name} | {v['s']:.2f} | {v['cpu_s']:.2f} | {v['peak_rss_mb']:.0f} | {v['vs_search']:.2f} |")
     if f["onnx"]:
         o = f["onnx"]
-        lines += ["", f"ONNX {o['onnx_texts_per_s']:.1f} texts/s, torch {o['torch_texts_per_s']:.1f} texts/s "
-                      f"({o['ratio']:.2f}×) on {o['texts']} texts; min cosine {o['min_cosine']:.6f}"]
+        lines += ["", (f"ONNX {o['onnx_texts_per_s']:.1f} texts/s, torch {o['torch_texts_per_s']:.1f} texts/s "
+                       f"({o['ratio']:.2f}×) on {o['texts']} texts; min cosine {o['min_cosine']:.6f}")]
     m, machine = f["mcp"], f["machine"]
     lines += [f"MCP: initialize {m['initialize_s']:.2f} s, first recall_memory {m['first_recall_s']:.2f} s after start",
               f"load average {machine['load_avg_start']:.2f} → {machine['load_avg_end']:.2f} on {machine['cpus']} CPUs"]
