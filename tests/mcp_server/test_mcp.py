@@ -262,6 +262,20 @@ def test_maintenance_runs_at_start(vault):
         memory.close()
 
 
+def test_the_model_loads_in_the_background_before_any_tool_call(vault, monkeypatch):
+    loaded = []
+    monkeypatch.setattr("compiler.memory.vault.load_embedder", lambda model: loaded.append(model) or FakeEmbedder())
+    memory = MemoryServer(vault, Settings(now=NOW))
+    try:
+        memory.start_warmup()
+        memory._worker.submit(lambda: None).result(timeout=60)  # the worker runs in order: the warm-up is done
+        assert loaded == [Settings().model]
+        asyncio.run(memory.call(lambda m: m.embedder().identity))  # the first call finds it loaded
+        assert loaded == [Settings().model]
+    finally:
+        memory.close()
+
+
 # -- engram setup ----------------------------------------------------------------------------------
 
 def test_setup_creates_files_once_and_prints_the_config(make_vault):

