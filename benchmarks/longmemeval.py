@@ -36,7 +36,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.core.clock import format_time  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.events.checks import MAX_CONTENT_BYTES  # noqa: E402
 from compiler.index.embedder import load_embedder  # noqa: E402
