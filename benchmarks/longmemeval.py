@@ -16,7 +16,7 @@ and its content still holds that turn's text (the rule of benchmarks/locomo.py).
 one of the top-k memories comes from an answer session (the figure peers publish).
 
 Questions run round-robin over the question types, so `--questions N` (quick iterations; report
-all 40) runs a stratified N. `--keep DIR` keeps each question's stored vault in DIR/<question_id>:
+all 40) runs a stratified N; `--type` keeps only questions of the given types. `--keep DIR` keeps each question's stored vault in DIR/<question_id>:
 a rerun stores nothing and only recalls (for trying recall-side changes fast; the store rate
 counts only the questions stored in this run).
 """
@@ -184,10 +184,14 @@ def main() -> None:
     parser.add_argument("--data", required=True, type=Path, help="a LongMemEval JSON file (a list of questions)")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--questions", type=int, default=0, help="run only this many, spread over the file")
+    parser.add_argument("--type", default="", help="only questions of these types (comma-separated)")
     parser.add_argument("--keep", type=Path, help="keep the stored vaults here; a rerun only recalls")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    questions = round_robin(json.loads(args.data.read_text(encoding="utf-8")), args.questions)
+    questions = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.type:
+        questions = [q for q in questions if q["question_type"] in args.type.split(",")]
+    questions = round_robin(questions, args.questions)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     settings = load_settings(Path(tempfile.gettempdir()))
