@@ -16,7 +16,7 @@ and its content still holds that turn's text (the rule of benchmarks/locomo.py).
 one of the top-k memories comes from an answer session (the figure peers publish).
 
 Questions run round-robin over the question types, so `--questions N` (quick iterations; report
-all 40) runs a stratified N; `--type` keeps only questions of the given types. `--keep DIR` keeps each question's stored vault in DIR/<question_id>:
+all 40) runs a stratified N; `--type` keeps only questions of the given types, `--ids` only the given questions. `--keep DIR` keeps each question's stored vault in DIR/<question_id>:
 a rerun stores nothing and only recalls (for trying recall-side changes fast; the store rate
 counts only the questions stored in this run).
 """
@@ -185,6 +185,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--questions", type=int, default=0, help="run only this many, spread over the file")
     parser.add_argument("--type", default="", help="only questions of these types (comma-separated)")
+    parser.add_argument("--ids", default="", help="only these question ids (comma-separated), in this order")
     parser.add_argument("--keep", type=Path, help="keep the stored vaults here; a rerun only recalls")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
@@ -192,6 +193,9 @@ def main() -> None:
     if args.type:
         questions = [q for q in questions if q["question_type"] in args.type.split(",")]
     questions = round_robin(questions, args.questions)
+    if args.ids:
+        by_id = {q["question_id"]: q for q in questions}
+        questions = [by_id[i] for i in args.ids.split(",") if i in by_id]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     settings = load_settings(Path(tempfile.gettempdir()))
