@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 ENGRAM := $(VENV)/bin/engram
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo compile test bench bench-recall clean
+.PHONY: install demo compile test bench bench-recall bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -41,6 +41,9 @@ bench: install
 
 bench-recall: install
 	$(PY) benchmarks/locomo.py --data ../shared/data/locomo-dev.json
+
+bench-longmemeval: install  # hours on a busy machine: ~60 CPU seconds a question to store
+	$(PY) benchmarks/longmemeval.py --data ../shared/data/longmemeval-dev.json
 
 clean:
 	rm -rf $(VENV) vault-example/.engram/cache

@@ -3,11 +3,15 @@
 Candidates: the memories nearest the query's vector, the best keyword (BM25) matches, and the
 association-graph neighbours of the best hits. Each is scored
 
-    score = relevance × strength + graph bonus        (+ 0.4 × BM25 without token vectors)
+    score = relevance × weight + graph bonus        (+ 0.4 × BM25 without token vectors)
+    weight = strength ** 0.25, or for a memory dated in the span the query names
+             (compiler.memory.when: "two weeks ago", "last Saturday", "in March")
+             1.2 × its strength when it was written
 
 where relevance is the late-interaction match of the query's word pieces against the memory's
 and its conversational neighbours' (compiler.index.late_interaction) — or, for a model without token
-vectors, 0.6 × the cosine of sentence vectors with BM25 relative to the best keyword match. The
+vectors, 0.6 × the cosine of sentence vectors with BM25 relative to the best keyword match. A
+late-interaction match of a memory over 80 words is discounted by its length. The
 graph bonus spreads from the best hits along association links, breadth-first to depth 2 (bonus ×
 link weight at depth 1, half that at depth 2).
 """
@@ -22,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.core.clock import format_time
+from compiler.core.clock import format_time, parse_time
 from compiler.core.lock import writer_lock
 from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.index import late_interaction
@@ -31,9 +35,22 @@ from compiler.memory.index import MemoryKeywordHit, memory_text
 from compiler.memory.model import Observation
 from compiler.memory.snapshot import Memories
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
+from compiler.memory.when import Span, query_span
 
 POOL = 30  # candidates: this many × 2 nearest vectors, and as many best keyword matches
 SEEDS = 3  # the graph bonus spreads from this many best hits
+# A long memory has more word pieces for each query piece to find a near match in, so MaxSim
+# favours it whatever it says (LongMemEval: 3,000-character assistant replies outranked the
+# user's one-line statement). The match of a memory over LENGTH_WORDS words is multiplied by
+# (LENGTH_WORDS / words) ** LENGTH_EXPONENT: 0.93 at 160 words, 0.85 at 400. LoCoMo turns are
+# shorter; a lower threshold (30 words) cost LoCoMo 5 points.
+LENGTH_WORDS = 80
+LENGTH_EXPONENT = 0.1
+# Strength (decay, recalls) enters as strength ** STRENGTH_EXPONENT: a memory 60 days old (importance
+# 1, a fact) has strength 0.15, which buried every old answer under whatever was recent (LongMemEval);
+# at the 4th root it weighs 0.62, so recency still breaks near-ties and the newer fact still wins.
+STRENGTH_EXPONENT = 0.25
+DATE_BOOST = 0.2  # a memory dated in the span of days the query names (compiler.memory.when) counts 1.2×
 
 
 @dataclass(frozen=True)
@@ -70,8 +87,9 @@ def recall(vault: VaultMemory, query: str, n: int = 5, *, project: str = "", cat
     scope = Scope(memories.live, project, category, memory_type)
     relevance = Relevance(vault, memories, query)
     cosines, keyword = candidates(vault, relevance, query, scope)
-    scores = score(cosines, keyword, relevance, scope.live, now)
-    scores = add_graph_bonus(scores, memories.associations, scope, relevance, now)
+    weigh = Weigh(now, query_span(query, now))
+    scores = score(cosines, keyword, relevance, scope.live, weigh)
+    scores = add_graph_bonus(scores, memories.associations, scope, relevance, weigh)
     ranked = rank(scores, n)
     if reinforce:
         record_recalls(vault, ranked, now)
@@ -103,6 +121,25 @@ class Scope:
             (not self.memory_type or obs.type == self.memory_type)
 
 
+@dataclass(frozen=True)
+class Weigh:
+    """How much a memory counts besides its match: its strength now (to STRENGTH_EXPONENT) — or,
+    for a memory dated in the span of days the query names (compiler.memory.when), its strength as
+    it was then (no decay) × (1 + DATE_BOOST): "what did I buy two weeks ago?" is not answered
+    by what is merely recent."""
+
+    now: datetime
+    span: Span | None = None
+
+    def dated(self, obs: Observation) -> bool:
+        return self.span is not None and parse_time(obs.created_at) in self.span
+
+    def __call__(self, obs: Observation) -> float:
+        if self.dated(obs):
+            return obs.strength(parse_time(obs.created_at)) ** STRENGTH_EXPONENT * (1 + DATE_BOOST)
+        return obs.strength(self.now) ** STRENGTH_EXPONENT
+
+
 def candidates(vault: VaultMemory, relevance: Relevance, query: str,
                scope: Scope) -> tuple[dict[str, float], dict[str, float]]:
     """Returns the candidates in `scope`: {id: cosine} of the nearest vectors and {id: relative
@@ -116,9 +153,9 @@ def candidates(vault: VaultMemory, relevance: Relevance, query: str,
 
 
 def score(cosines: Mapping[str, float], keyword: Mapping[str, float], relevance: Relevance,
-          live: Mapping[str, Observation], now: datetime) -> dict[str, float]:
+          live: Mapping[str, Observation], weigh: Weigh) -> dict[str, float]:
     """Returns {id: bm25 weight × BM25 + relevance weight × relevance × strength} per candidate."""
-    strength = {i: live[i].strength(now) for i in set(cosines) | set(keyword)}
+    strength = {i: weigh(live[i]) for i in set(cosines) | set(keyword)}
     matches = relevance.of(strength)
     weights = relevance.weights
     return {i: weights.bm25 * keyword.get(i, 0.0) + weights.relevance * max(0.0, matches[i]) * strength[i]
@@ -191,17 +228,20 @@ class Relevance:
             near, far = neighbours.get(i, ((), ()))
             self.matches[i] = late_interaction.match(best[i], [best[n] for n in near if n in best],
                                                      [best[n] for n in far if n in best])
+            words = len(texts[i].split())
+            if words > LENGTH_WORDS:
+                self.matches[i] *= (LENGTH_WORDS / words) ** LENGTH_EXPONENT
 
 
 def add_graph_bonus(scores: Mapping[str, float], graph: Mapping[str, Mapping[str, float]], scope: Scope,
-                    relevance: Relevance, now: datetime) -> dict[str, float]:
+                    relevance: Relevance, weigh: Weigh) -> dict[str, float]:
     """Returns `scores` with the graph bonus spread breadth-first from the best hits; neighbours in
     `scope` become candidates (scored like the others, plus their bonus)."""
     bonus, seeds = _graph_bonus(scores, graph, scope, relevance.weights.graph_bonus)
     scores = dict(scores)
     newcomers = [i for i in bonus if i not in scores]
     for memory_id, match in relevance.of(newcomers).items():
-        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * scope.live[memory_id].strength(now)
+        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * weigh(scope.live[memory_id])
     for memory_id, gain in bonus.items():
         if memory_id not in seeds:
             scores[memory_id] += gain
