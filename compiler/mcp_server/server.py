@@ -33,8 +33,8 @@ from pydantic import Field, ValidationError
 from compiler.commands.setup import MEMORY_RULES
 from compiler.core.errors import EXPECTED, InputError, describe
 from compiler.core.settings import Settings
-from compiler.mcp_server import contract
 from compiler.index.embedder import Embedder
+from compiler.mcp_server import contract
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
 from compiler.notes.access import MAX_PATH_CHARS, read_note

@@ -339,7 +339,7 @@ def test_stdio_end_to_end(vault, tmp_path):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 assert len((await session.list_tools()).tools) == len(CONTRACT)
-                c = lambda name, args: call(session, name, args)  # noqa: E731
+                c = lambda name, args: call(session, name, args)
                 saved = await c("store_memory", {"content": "The user prefers TypeScript for new services",
                                                  "importance": 0.8})
                 assert saved["action"] == "new" and saved["project"] == "web"

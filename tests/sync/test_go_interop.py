@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import main
+from compiler.core.clock import parse_time
 from compiler.core.settings import Settings
 from compiler.events.chunks import compress, encode_chunk, go_json, gunzip_capped
 from compiler.events.journal import MemoryEvent, append_events
@@ -33,7 +34,6 @@ from compiler.events.manifest import read_manifest
 from compiler.events.replay import PEER_FLOOR, legacy_sync_id
 from compiler.events.store import read_vault_chunks
 from compiler.memory.model import archived, fold
-from compiler.core.clock import parse_time
 from compiler.sync.exchange import export_memories
 from tests.events.test_chunks import GOLDEN, put_chunk
 
