@@ -18,6 +18,7 @@ from compiler.cli.common import (
     vault_and_settings,
     vault_option,
 )
+from compiler.core.errors import UsageError
 
 
 @click.command("compile")
@@ -65,10 +66,22 @@ def _search_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return vault_option(command)
 
 
+def _go_search_flag(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The Go engram CLI's `engram search --type/--scope/--limit/--project` searches memories: say what does here."""
+    if value:
+        raise UsageError("engram search searches your notes here; to search memories as the Go engram "
+                               "CLI's `engram search` does, run: engram recall QUERY [--project P] [-n N]")
+    return value
+
+
 @click.command("search")
 @_search_options
+@click.option("--type", "go_type", hidden=True, callback=_go_search_flag, expose_value=False)
+@click.option("--scope", "go_scope", hidden=True, callback=_go_search_flag, expose_value=False)
+@click.option("--limit", "go_limit", hidden=True, callback=_go_search_flag, expose_value=False)
+@click.option("--project", "go_project", hidden=True, callback=_go_search_flag, expose_value=False)
 def search_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> None:
-    """Keyword search (BM25). Fast: loads no model."""
+    """Keyword search of the notes (BM25). Fast: loads no model. Memories: `engram recall`."""
     from compiler.notes.search import keyword_search
 
     root, _ = vault_and_settings(vault)

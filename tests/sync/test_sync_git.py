@@ -29,8 +29,8 @@ from compiler.commands.sync_cycle import install_sync, run_sync
 from compiler.core.errors import BusyError, GitError
 from compiler.core.settings import Settings
 from compiler.events.store import read_vault_chunks
-from compiler.memory.input import MemoryInput
 from compiler.memory.edits import forget_memory, store_new
+from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory, read_memories
 from compiler.sync.exchange import export_memories, sync_files
 from compiler.sync.git import commit_paths, open_repo
@@ -367,9 +367,10 @@ def test_a_clone_whose_config_names_the_driver_without_its_command_still_syncs(m
     laptop.export_and_commit()
     server.export_and_commit()
     laptop.sync()
-    plain = subprocess.run(["git", "pull", "--rebase", "origin", "main"], cwd=server.vault, capture_output=True, text=True)
+    plain = subprocess.run(["git", "pull", "--rebase", "origin", "main"], cwd=server.vault, capture_output=True,
+                           text=True, check=False)
     assert plain.returncode != 0 and "lacks command line" in plain.stderr  # what git alone does here
-    subprocess.run(["git", "rebase", "--abort"], cwd=server.vault, capture_output=True)
+    subprocess.run(["git", "rebase", "--abort"], cwd=server.vault, capture_output=True, check=False)
     assert server.sync()["resolved"] == 1  # the union rule, without the driver
     laptop.sync()
     assert_converged(laptop, server, live, set())
