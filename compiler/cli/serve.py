@@ -71,6 +71,11 @@ def check_command(vault_path: str | None, vault: str | None, as_json: bool, quie
     report = check_vault(root, settings)
     if as_json:
         emit_json({"vault": str(root), **report.to_dict()})
+    if report.problems and all(p.kind == "not-compiled" for p in report.problems):
+        # a fresh clone: one line, what to run first (the hook prints it before every commit until then)
+        click.echo(f"engram check: never compiled on this machine (a fresh clone?): run "
+                   f"`engram compile {shlex.quote(str(vault_path or vault or '.'))}` first", err=True)
+        sys.exit(1)
     for problem in report.problems:
         click.echo(f"{problem.kind}: {problem.file}{f':{problem.line}' if problem.line else ''}: {problem.message}",
                    err=True)
