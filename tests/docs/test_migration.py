@@ -37,7 +37,7 @@ def section(title: str) -> str:
 
 
 def blocks(title: str, language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", section(title), re.S)
+    return re.findall(rf"```{language}\n(.*?)```", section(title), re.DOTALL)
 
 
 def commands(block: str) -> list[str]:
