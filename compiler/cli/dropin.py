@@ -65,7 +65,10 @@ def serve_without_arguments(ctx: click.Context) -> None:
 @click.option("--project", default="", envvar="ENGRAM_PROJECT", help="Default project (as `engram serve --project`).")
 @click.option("--tools", default="", hidden=True, help="The Go CLI's tool filter: every tool is served here.")
 def mcp_command(vault: str | None, project: str, tools: str) -> None:
-    """The Go engram CLI's `engram mcp`: serve the vault's memory over MCP (stdio), as `engram serve`."""
+    """The Go engram CLI's `engram mcp`: serve the vault's memory over MCP (stdio), as `engram serve`.
+
+    stdout carries the protocol (so there is no --json); logs go to stderr.
+    """
     from compiler.mcp_server.server import serve_stdio
 
     root, settings = vault_and_settings(vault)

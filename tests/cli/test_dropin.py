@@ -90,7 +90,7 @@ async def _initialize(args: list[str], env: dict[str, str]) -> tuple[Any, list[s
 
 @pytest.mark.parametrize("args", [[], ["mcp"]], ids=["mcp-engram: no arguments", "Go CLI: engram mcp"])
 def test_mcp_engram_config_and_go_mcp_serve_over_stdio(vault, args):
-    info, tools = asyncio.run(asyncio.wait_for(_initialize(args, {**ENV, "ENGRAM_VAULT": str(vault)}), 120))
+    info, tools = asyncio.run(asyncio.wait_for(_initialize(args, {**ENV, "ENGRAM_VAULT": str(vault)}), 300))
     assert info.version == importlib.metadata.version("engram-vault-compiler")
     assert {"store_memory", "recall_memory", "mem_save", "mem_search", "mem_get_observation"} <= set(tools)
 
