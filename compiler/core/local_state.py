@@ -18,7 +18,7 @@ GITIGNORE = ".gitignore"
 
 def gitignore_text() -> str:
     """Returns `.engram/.gitignore`: the local state, relative to `.engram/` (chunks/ and manifest.json travel)."""
-    lines = [p.removeprefix(".engram/") for p in LOCAL_STATE]
+    lines = [GITIGNORE, *(p.removeprefix(".engram/") for p in LOCAL_STATE)]
     return "# written by engram: machine-local or derived, never committed (chunks/ and manifest.json are)\n" + \
         "".join(f"{line}\n" for line in lines)
 

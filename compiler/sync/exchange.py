@@ -46,14 +46,13 @@ IMPORTED = "cache/sync-imported.json"  # chunk ids already imported here (derive
 
 
 def sync_files(vault: Path) -> list[str]:
-    """Returns the vault-relative files a sync commits: `.engram/.gitignore`, the manifest and every
-    chunk file (by its name).
+    """Returns the vault-relative files a sync commits: the manifest and every chunk file (by its name).
 
     Named one by one, so a temp file of an interrupted write never slips into a commit.
     """
     folder = vault / ".engram" / CHUNKS_DIR
     chunks = sorted(p.name for p in folder.iterdir() if is_chunk_name(p.name)) if folder.is_dir() else []
-    return [".engram/.gitignore", f".engram/{MANIFEST}", *(f".engram/{CHUNKS_DIR}/{name}" for name in chunks)]
+    return [f".engram/{MANIFEST}", *(f".engram/{CHUNKS_DIR}/{name}" for name in chunks)]
 
 
 def sync_setting(settings: Settings, key: str, default: Any) -> Any:

@@ -73,7 +73,8 @@ def go_import(vault: Path) -> list[dict[str, Any]]:
 
 
 def cli(vault: Path, *args: str) -> tuple[int, Any]:
-    result = CliRunner().invoke(main, catch_exceptions=False, args=[*args, "--vault", str(vault), "--json"])
+    result = CliRunner().invoke(main, catch_exceptions=False, args=[*args, "--vault", str(vault), "--json"],
+                                env={"ENGRAM_NOW": NOW})
     return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else None
 
 
@@ -98,9 +99,9 @@ def test_go_memories_never_fade_below_the_floor_whatever_their_age(vault):
 @pytest.mark.integration
 def test_a_go_chunk_of_old_dates_imports_and_recall_finds_it(vault):
     put_chunk(vault, (GOLDEN / "engram-cli-chunk.json").read_bytes())
-    code, imported = cli(vault, "sync", "import", "--now", NOW)
+    code, imported = cli(vault, "sync", "import")
     assert code == 0 and imported["memories_new"] == 3
-    code, hits = cli(vault, "recall", "JWT clock skew", "--no-reinforce", "--now", NOW)
+    code, hits = cli(vault, "recall", "JWT clock skew", "--no-reinforce")
     assert code == 0 and [h["id"] for h in hits][:1] == ["obs-1a2b3c4d5e6f"]
 
 
