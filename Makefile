@@ -4,8 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 ENGRAM := $(VENV)/bin/engram
 STAMP  := $(VENV)/.installed
+EXAMPLE_TMP := $(CURDIR)/.venv/example-chunk
 
-.PHONY: install demo compile test bench bench-recall bench-longmemeval clean
+.PHONY: install demo compile example-chunk test bench bench-recall bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -22,14 +23,25 @@ $(STAMP): pyproject.toml tests/mermaid/package-lock.json
 	cd tests/mermaid && npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
+# The demo's memories travel as a committed chunk (vault-example/.engram/chunks/), as in any synced
+# vault: compiling a fresh clone reproduces every committed page, and running the demo twice changes nothing.
 demo: install
-	$(ENGRAM) memory import --vault vault-example vault-example/agent-memories.jsonl
 	$(ENGRAM) compile vault-example
 	$(ENGRAM) search --vault vault-example "incident runbook" -n 3
 	$(ENGRAM) query --vault vault-example "how do we deploy the payments service?" -n 3
 	$(ENGRAM) recall --vault vault-example --no-reinforce "how do we roll back a deploy?" -n 3
 
 compile: install
+	$(ENGRAM) compile vault-example
+
+# Rebuild the demo's chunk from agent-memories.jsonl (after editing that file), in a scratch copy
+# whose journal is thrown away: the chunk is the memories' only committed source.
+example-chunk: install
+	rm -rf $(EXAMPLE_TMP) && mkdir -p $(EXAMPLE_TMP) && cp -r vault-example/engram.toml vault-example/agent-memories.jsonl $(EXAMPLE_TMP)/
+	$(ENGRAM) memory import --vault $(EXAMPLE_TMP) $(EXAMPLE_TMP)/agent-memories.jsonl
+	$(ENGRAM) sync export --vault $(EXAMPLE_TMP) --created-by vault-example
+	rm -rf vault-example/.engram/chunks vault-example/.engram/manifest.json
+	cp -r $(EXAMPLE_TMP)/.engram/chunks $(EXAMPLE_TMP)/.engram/manifest.json vault-example/.engram/
 	$(ENGRAM) compile vault-example
 
 test: install

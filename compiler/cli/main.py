@@ -8,23 +8,40 @@ from __future__ import annotations
 
 import click
 
-from compiler.cli import memory, notes, serve, sync
+from compiler.cli import dropin, memory, notes, serve, sync
 from compiler.cli.common import EngramGroup
+from compiler.core.errors import UsageError
 
 
-@click.group(cls=EngramGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class EngramCLI(EngramGroup):
+    """The group, answering a Go engram CLI command it does not have in one line (compiler.cli.dropin)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        hint = dropin.go_command_hint(args[0]) if args and self.get_command(ctx, args[0]) is None else ""
+        if hint:
+            raise UsageError(hint)
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=EngramCLI, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="engram-vault-compiler")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Engram Vault: compile an Obsidian vault into search indexes and pages.
 
     \b
       engram compile ~/vault          index notes, regenerate pages
-      engram search "topic"           keyword search (BM25)
+      engram search "topic"           keyword search of the notes (BM25)
       engram vsearch "a question"     vector search
       engram query "a question"       hybrid search (the best default)
+      engram recall "a question"      the agents' memories
+    Also installed as `engram-vault`. With no command and stdin not a terminal, serves MCP
+    (mcp-engram's `{"command": "engram"}`); the Go engram CLI's commands: docs/migration.md.
     """
+    if ctx.invoked_subcommand is None:
+        dropin.serve_without_arguments(ctx)
 
 
-for module in (notes, memory, serve, sync):
+for module in (notes, memory, serve, sync, dropin):
     for command in module.COMMANDS:
         main.add_command(command)

@@ -137,10 +137,22 @@ def _limit(shown: dict[str, Any]) -> int:
     return ALL_HITS if shown["all_hits"] else shown["limit"]
 
 
+def _go_search_flag(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The Go engram CLI's `engram search --type/--scope/--limit/--project` searches memories: say what does here."""
+    if value:
+        raise UsageError("engram search searches your notes here; to search memories as the Go engram "
+                               "CLI's `engram search` does, run: engram recall QUERY [--project P] [-n N]")
+    return value
+
+
 @click.command("search")
 @_search_options
+@click.option("--type", "go_type", hidden=True, callback=_go_search_flag, expose_value=False)
+@click.option("--scope", "go_scope", hidden=True, callback=_go_search_flag, expose_value=False)
+@click.option("--limit", "go_limit", hidden=True, callback=_go_search_flag, expose_value=False)
+@click.option("--project", "go_project", hidden=True, callback=_go_search_flag, expose_value=False)
 def search_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> None:
-    """Keyword search (BM25). Fast: loads no model."""
+    """Keyword search of the notes (BM25). Fast: loads no model. Memories: `engram recall`."""
     from compiler.notes.search import keyword_search
 
     text = _query_text(query, shown)

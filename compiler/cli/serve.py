@@ -22,6 +22,7 @@ from compiler.cli.common import (
     vault_argument,
     vault_option,
 )
+from compiler.core.errors import UsageError
 
 
 @click.command("serve")
@@ -32,8 +33,9 @@ from compiler.cli.common import (
 @click.option("--chroma-url", envvar="ENGRAM_CHROMA_URL", help="Use a Chroma server instead of the embedded store.")
 @now_option
 @click.option("--no-maintenance", is_flag=True, help="Do not consolidate and archive at start and every 12 h.")
+@click.argument("port", nargs=-1, required=False)
 def serve_command(vault: str | None, project: str, model: str | None, chroma_url: str | None, now: str | None,
-                  no_maintenance: bool) -> None:
+                  no_maintenance: bool, port: tuple[str, ...]) -> None:
     """Serve the vault's memory to an agent over MCP (stdio).
 
     \b
@@ -44,6 +46,9 @@ def serve_command(vault: str | None, project: str, model: str | None, chroma_url
     # mcp and pydantic: only for this command
     from compiler.mcp_server.server import serve_stdio
 
+    if port:  # the Go engram CLI's `engram serve [PORT]` is an HTTP API
+        raise UsageError("engram serve is the MCP server (stdio) here; the Go engram CLI's HTTP API on a "
+                               "port is not offered: connect the agent with `engram serve --vault V` instead")
     root, settings = vault_and_settings(vault, model=model, chroma_url=chroma_url, now=now)
     serve_stdio(root, settings, project=project, maintenance=not no_maintenance)
 
@@ -66,6 +71,11 @@ def check_command(vault_path: str | None, vault: str | None, as_json: bool, quie
     report = check_vault(root, settings)
     if as_json:
         emit_json({"vault": str(root), **report.to_dict()})
+    if report.problems and all(p.kind == "not-compiled" for p in report.problems):
+        # a fresh clone: one line, what to run first (the hook prints it before every commit until then)
+        click.echo(f"engram check: never compiled on this machine (a fresh clone?): run "
+                   f"`engram compile {shlex.quote(str(vault_path or vault or '.'))}` first", err=True)
+        sys.exit(1)
     for problem in report.problems:
         click.echo(f"{problem.kind}: {problem.file}{f':{problem.line}' if problem.line else ''}: {problem.message}",
                    err=True)

@@ -45,9 +45,14 @@ def _show(result: dict[str, Any], as_json: bool, line: str) -> None:
 @json_option
 @_export_options
 @click.option("--no-push", is_flag=True, help="Commit locally, do not push.")
+@click.option("--import", "import_only", is_flag=True, help="Only `engram sync import` (the Go engram CLI's flag).")
+@click.option("--export", "export_only", is_flag=True, help="Only `engram sync export` (no git).")
+@click.option("--status", "status_only", is_flag=True, help="Only `engram sync status`.")
+@click.option("--all", "all_projects", is_flag=True, hidden=True, help="The Go CLI's flag: every project is exported here.")
 @click.pass_context
 def sync_group(ctx: click.Context, vault: str | None, as_json: bool, sessions: tuple[Path, ...], project: str,
-               created_by: str, no_push: bool) -> None:
+               created_by: str, no_push: bool, import_only: bool, export_only: bool, status_only: bool,
+               all_projects: bool) -> None:
     """Share memories between machines through the vault's git repository (engram CLI chunk format).
 
     \b
@@ -56,11 +61,23 @@ def sync_group(ctx: click.Context, vault: str | None, as_json: bool, sessions: t
       engram sync import             chunks not seen yet → memories; then compile
       engram sync status [--json]    chunks, pending export, last success/error, failures
       engram sync install            merge driver for manifest.json, ignores for local state
+      engram sync --import / --export / --status   the Go engram CLI's cron lines: the same as above
     """
     if ctx.invoked_subcommand is not None:
         # `engram sync --vault V status` means what `engram sync status --vault V` does
         given = {name: value for name, value in (("vault", vault), ("as_json", as_json)) if value}
         ctx.default_map = {name: given for name in sync_group.commands}
+        return
+    if import_only + export_only + status_only > 1:
+        raise click.UsageError("give one of --import, --export and --status")
+    if import_only:
+        ctx.invoke(sync_import, vault=vault, as_json=as_json, no_compile=False)
+        return
+    if export_only:
+        ctx.invoke(sync_export, vault=vault, as_json=as_json, sessions=sessions, project=project, created_by=created_by)
+        return
+    if status_only:
+        ctx.invoke(sync_status_command, vault=vault, as_json=as_json, max_failures=None)
         return
     from compiler.commands.sync_cycle import run_sync
     from compiler.sync.monitor import summary

@@ -29,6 +29,7 @@ from compiler.core.errors import (
     ModelLoadError,
     UsageError,
 )
+from compiler.core.local_state import gitignore_text
 from compiler.core.settings import load_settings
 from compiler.core.vault import find_vault
 from compiler.sync.git import git
@@ -115,12 +116,7 @@ def setup_root(vault: str | None) -> Path:
 
 def create_vault_files(root: Path) -> list[str]:
     """Creates what is missing of .engram/, its .gitignore and engram.toml; returns what it created."""
-    # LOCAL_STATE: what `engram sync install` keeps out of git, too. Imported here: sync_cycle pulls
-    # in the whole sync stack, which the MCP server (it imports MEMORY_RULES from here) does not need.
-    from compiler.commands.sync_cycle import LOCAL_STATE
-
-    ignore = "# machine-local or derived: never commit\n" + "".join(
-        p.removeprefix(".engram/") + "\n" for p in LOCAL_STATE if p.startswith(".engram/"))
+    ignore = gitignore_text()  # what the first write would leave there anyway (compiler.core.local_state)
     created = []
     if not (root / ".engram").is_dir():
         (root / ".engram").mkdir()

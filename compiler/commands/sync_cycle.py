@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.errors import BusyError, GitError
+from compiler.core.local_state import LOCAL_STATE
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
 from compiler.events.manifest import MANIFEST
@@ -35,6 +36,7 @@ from compiler.sync.exchange import (
     sync_setting,
 )
 from compiler.sync.git import (
+    MANIFEST_DRIVER,
     ahead_of_remote,
     clear_stale_locks,
     commit_paths,
@@ -49,10 +51,8 @@ from compiler.sync.git import (
 )
 from compiler.sync.monitor import log, monitored, record_failure, summary
 
-DRIVER = "engram-manifest"
+DRIVER = MANIFEST_DRIVER
 ATTRIBUTES_LINE = f".engram/{MANIFEST} merge={DRIVER}"
-LOCAL_STATE = [".engram/cache/", ".engram/lock", ".engram/journal.jsonl", ".engram/sync-status.json",
-               ".engram/sync.log", ".engram-*.tmp"]  # the last: temp files of interrupted atomic writes
 
 
 def run_sync(vault: Path, settings: Settings, *, embedder: Embedder | None = None, created_by: str = "",

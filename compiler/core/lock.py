@@ -15,6 +15,7 @@ import filelock
 from compiler.core.errors import BusyError
 from compiler.core.files import contained
 from compiler.core.generation import note_own_writes, read_generation
+from compiler.core.local_state import ensure_gitignore
 
 _LOCKS: dict[str, filelock.FileLock] = {}
 
@@ -28,6 +29,7 @@ def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
     """
     contained(engram_dir.parent, engram_dir)
     engram_dir.mkdir(parents=True, exist_ok=True)
+    ensure_gitignore(engram_dir)  # the first writer keeps the local state out of git
     path = str((engram_dir / "lock").resolve())
     # One FileLock object per path: filelock counts nested acquisitions of the same object, so a
     # library call that takes the lock inside another never deadlocks on its own process.

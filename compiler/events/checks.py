@@ -143,6 +143,7 @@ def save_problem(data: dict[str, Any]) -> str:
     write boundary (compiler.memory.input.validate) applies it to what it stores, a peer to what it imports."""
     checks = [content_problem(data.get("content")), line_problem(data.get("title"), "title"),
               line_problem(data.get("project"), "project"), _number_problem(data.get("importance"), "importance"),
+              _number_problem(data.get("floor"), "floor"),
               "" if data.get("category", "fact") in CATEGORIES else f"unknown category {data.get('category')!r}",
               "" if data.get("kind", "memory") in KINDS else f"unknown kind {data.get('kind')!r}",
               time_problem(data.get("created_at"), "created_at"), _links_problem(data.get("links")),

@@ -19,6 +19,7 @@ from typing import Any
 from compiler.core.clock import TimeRangeError, parse_time
 from compiler.core.errors import BuildWarning, full_disk_guard
 from compiler.core.json_input import load_json
+from compiler.core.local_state import ensure_gitignore
 
 JOURNAL = "journal.jsonl"
 
@@ -45,7 +46,7 @@ class MemoryEvent:
         return (self.at, self.seq, self.id)
 
     @classmethod
-    def from_dict(cls, raw: Any) -> "MemoryEvent":
+    def from_dict(cls, raw: Any) -> MemoryEvent:
         """Returns the event, or raises ValueError naming what is wrong."""
         if not isinstance(raw, dict):
             raise ValueError(f"not an object but {type(raw).__name__}")
@@ -94,6 +95,7 @@ def append_events(engram_dir: Path, events: Iterable[MemoryEvent]) -> None:
     with full_disk_guard(path, "the journal", needed=len(lines.encode("utf-8")),
                          after="nothing of this write was kept, and nothing before it was lost"):
         engram_dir.mkdir(parents=True, exist_ok=True)
+        ensure_gitignore(engram_dir)
         with open(path, "a+b") as handle:
             size = handle.tell()
             if size > 0:

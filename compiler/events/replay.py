@@ -12,6 +12,11 @@ The mapping (README "Chunk format"):
   (at updated_at), with ids derived from sync_id + updated_at + content; a `delete` when
   deleted_at is set. The fold orders by time and never revives a deleted memory on a later
   save or update, so a tombstone wins over an older upsert in whatever order chunks arrive.
+- A record of engram v1.x has no `sync_id`: it gets one derived from its identity and content
+  (`legacy_sync_id`), so two machines importing the same chunk agree on it.
+- A memory made from an engram CLI record carries no importance (the Go CLI has no decay): it
+  decays from its last update like any memory, but never below `PEER_FLOOR`, so what a Go
+  machine saved stays recallable however old it is (docs/memory.md, "Decay").
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from compiler.events.checks import event_problem, record_problem
 from compiler.events.chunks import ChunkContent
 from compiler.events.journal import MemoryEvent
 
+PEER_FLOOR = 0.1  # strength floor of memories from engram CLI records: above the 0.05 archive line
 VAULT_DIRECTORY = "engram-vault"  # the `directory` of sessions we synthesise (Go requires one)
 # engram's free-text types that say which of our four categories a memory belongs to
 TYPE_CATEGORY = {"bugfix": "failure", "error": "failure", "failure": "failure", "decision": "strategy",
@@ -43,6 +49,7 @@ class ChunkEvents:
     sessions: int = 0
     prompts: int = 0
     synthesised: int = 0  # events made from engram observation records
+    stated: frozenset[str] = frozenset()  # sync_ids of its observation records (an export states each once)
 
 
 def chunk_events(content: ChunkContent) -> ChunkEvents:
@@ -62,11 +69,16 @@ def chunk_events(content: ChunkContent) -> ChunkEvents:
             events.append(event)
     covered = {e.memory for e in events}
     synthesised = 0
+    stated: set[str] = set()
     for where, record in [*content.observations, *_mutation_records(content, quarantined)]:
+        if isinstance(record, dict) and not record.get("sync_id"):
+            record = {**record, "sync_id": legacy_sync_id(record)}  # engram v1.x: no sync_id yet
         problem = record_problem(record)
         if problem:
             quarantined.append((where, problem))
-        elif record["sync_id"] not in covered:
+            continue
+        stated.add(record["sync_id"])
+        if record["sync_id"] not in covered:
             made = record_events(record)
             events.extend(made)
             synthesised += len(made)
@@ -74,7 +86,7 @@ def chunk_events(content: ChunkContent) -> ChunkEvents:
         if not isinstance(session, dict):
             quarantined.append((where, f"is a {type(session).__name__}, not an object"))
     return ChunkEvents(tuple(events), tuple(quarantined), len(content.observations), len(content.sessions),
-                       content.prompts, synthesised)
+                       content.prompts, synthesised, frozenset(stated))
 
 
 def _mutation_records(content: ChunkContent, quarantined: list[tuple[str, str]]) -> list[tuple[str, Any]]:
@@ -105,6 +117,14 @@ def _mutation_records(content: ChunkContent, quarantined: list[tuple[str, str]])
     return records
 
 
+def legacy_sync_id(record: Mapping[str, Any]) -> str:
+    """Returns the sync_id of an engram v1.x record that has none: `obs-` + 16 hex of a digest of
+    its session, project, type, title, content and created_at (not its `id`: a row number, local
+    to the machine that wrote it). The same record gives the same id on every machine."""
+    parts = (record.get(key) for key in ("session_id", "project", "type", "title", "content", "created_at"))
+    return f"obs-{_digest('engram-v1', *(str(p) if p is not None else '' for p in parts))}"
+
+
 def record_events(record: Mapping[str, Any]) -> list[MemoryEvent]:
     """Returns the deterministic events of one checked engram observation record."""
     sync_id = record["sync_id"]
@@ -118,7 +138,7 @@ def record_events(record: Mapping[str, Any]) -> list[MemoryEvent]:
         data: dict[str, Any] = {"content": content.strip(), "title": title, "type": kind,
                                 "project": str(record.get("project") or "default"),
                                 "category": TYPE_CATEGORY.get(kind.lower(), "fact"), "importance": 0.5,
-                                "kind": "memory", "created_at": created}
+                                "kind": "memory", "created_at": created, "floor": PEER_FLOOR}
         data.update({k: str(record[k]) for k in ("topic_key", "scope", "session_id") if record.get(k)})
         events.append(MemoryEvent(f"ev-{_digest('engram-save', stamp)}", "save", sync_id, created, data, 0))
         if updated > created:

@@ -55,6 +55,10 @@ class VaultChunks:
     def events(self) -> list[MemoryEvent]:
         return [e for c in self.chunks if c.ok for e in c.replay.events]
 
+    def stated(self) -> set[str]:
+        """The sync_ids some chunk already holds an observation record of."""
+        return {i for c in self.chunks if c.ok for i in c.replay.stated}
+
     def event_ids(self) -> set[str]:
         return {e.id for e in self.events()}
 

@@ -7,7 +7,10 @@ on it), and so does maintenance, at start and every `maintenance_hours`. One lon
 ones) and Chroma is reopened when another process wrote to it, so a concurrent `engram compile`
 or `engram memory add` is seen. An expected failure (compiler.core.errors.EXPECTED: input a
 caller can get wrong, an unknown id, a busy vault, a path outside the vault) is a tool error
-with one clear line (`MemoryServer._run`, the one handler), and the server goes on.
+with one clear line (`MemoryServer._run`, the one handler), and the server goes on; so is an
+argument that does not validate (`EngramMCP.call_tool`: one line, not pydantic's dump). What
+mcp-engram 0.5 accepted is accepted (compiler.mcp_server.contract), and the Go engram CLI's tool
+names that map onto ours are aliases (docs/migration.md has the table).
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from compiler.commands.setup import MEMORY_RULES
 from compiler.core.errors import EXPECTED, InputError, describe
 from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
+from compiler.mcp_server import contract
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
 from compiler.notes.access import MAX_PATH_CHARS, read_note
@@ -43,13 +47,15 @@ log = logging.getLogger("engram.serve")
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words")]
-MemoryId = Annotated[str, Field(min_length=1, max_length=100, description="A memory id from store or recall")]
+MemoryId = Annotated[str | int, Field(description="A memory id from store or recall")]
 Detail = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Line = Annotated[str, Field(max_length=2000)]
 Lines = Annotated[list[Line], Field(max_length=200)]
 Project = Annotated[str, Field(max_length=200, description="Project name (default: the server's project)")]
-Importance = Annotated[float, Field(ge=0, le=1, description="0..1: how slowly it fades")]
-Category = Literal["fact", "strategy", "assumption", "failure"]
+Importance = Annotated[float, Field(description="0..1: how slowly it fades (outside it: clamped, with a warning)")]
+Category = Annotated[str, Field(max_length=100, description="fact, strategy, assumption or failure (another word "
+                                                         "is mapped, with a warning)")]
+MAX_ID_CHARS = 100
 
 
 def memory_from_metadata(content: str, importance: float, category: str, metadata: dict[str, Any],
@@ -135,6 +141,26 @@ def _warm(memory: VaultMemory) -> None:
     read_memories(memory)
 
 
+class EngramMCP(FastMCP):
+    """FastMCP, with an argument that does not validate answered in one line."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as error:
+            if isinstance(error.__cause__, ValidationError):
+                raise ToolError(contract.one_line(name, error.__cause__)) from None
+            raise
+
+
+def memory_id(value: str | int) -> str:
+    """Returns a memory id argument as text (mcp-engram took numbers), refusing an absurd one."""
+    text = contract.memory_id(value)
+    if not text or len(text) > MAX_ID_CHARS:
+        raise ToolError(f"memory_id must be 1 to {MAX_ID_CHARS} characters (at most {MAX_ID_CHARS} characters)")
+    return text
+
+
 def build_server(memory: MemoryServer) -> FastMCP:
     """Returns the FastMCP server with every tool bound to `memory`."""
     from compiler.memory import edits, write
@@ -142,19 +168,23 @@ def build_server(memory: MemoryServer) -> FastMCP:
     from compiler.memory.maintenance import run_maintenance
     from compiler.memory.recall import recall
 
-    server = FastMCP("engram", instructions=MEMORY_RULES, log_level="WARNING")
+    server = EngramMCP("engram", instructions=MEMORY_RULES, log_level="WARNING")
+    server._mcp_server.version = contract.package_version()  # serverInfo.version: ours, not the SDK's
 
     def tool(description: str) -> Callable[[Any], Any]:  # the answer is JSON text: no second, structured copy
         return server.tool(description=description, structured_output=False)
 
     default = memory.project
+    _id = memory_id
 
     @tool(description="Save a fact, decision, preference or lesson worth remembering across sessions. Call it "
                       "whenever you learn something new; near-duplicates are merged, contradictions replace.")
     async def store_memory(content: Text, importance: Importance, category: Category = "fact",
                            metadata: dict[str, Any] | None = None) -> str:
-        return await memory.call(lambda m: write.store_memory(m, memory_from_metadata(content, importance, category,
-                                                                                      metadata or {}, default)))
+        said: list[str] = []
+        item = memory_from_metadata(content, contract.importance(importance, said), contract.category(category, said),
+                                    metadata or {}, default)
+        return await memory.call(lambda m: contract.with_warnings(write.store_memory(m, item), said))
 
     @tool(description="Recall memories relevant to a question, best first. Call it FIRST, before starting a "
                       "task, and whenever past context could help.")
@@ -164,7 +194,10 @@ def build_server(memory: MemoryServer) -> FastMCP:
     @tool(description="Rewrite a memory that changed; the old version stays in its history. Call it when a "
                       "recalled memory is outdated or wrong.")
     async def update_memory(memory_id: MemoryId, new_content: Text, importance: Importance | None = None) -> str:
-        return await memory.call(lambda m: edits.update_memory(m, memory_id, new_content, importance))
+        said: list[str] = []
+        level = None if importance is None else contract.importance(importance, said)
+        key = _id(memory_id)
+        return await memory.call(lambda m: contract.with_warnings(edits.update_memory(m, key, new_content, level), said))
 
     @tool(description="Fold near-duplicate memories together and archive faded ones. Rarely needed: the "
                       "server does it at start and every 12 hours.")
@@ -194,20 +227,25 @@ def build_server(memory: MemoryServer) -> FastMCP:
     @tool(description="Create or update the one progress record of a feature. Call it when a feature's "
                       "status, completion or blockers change.")
     async def track_progress(feature: Line, status: Literal["planning", "in_progress", "review", "blocked", "done"],
-                             completion: Annotated[int, Field(ge=0, le=100)] | None = None,
+                             completion: Annotated[float, Field(description="0..100 (rounded and clamped, "
+                                                                            "with a warning)")] | None = None,
                              blockers: Lines | None = None, quality_score: float | None = None,
                              notes: Detail = "") -> str:
-        return await memory.call(lambda m: eng.track_progress(m, feature, status, completion, blockers or (),
-                                                              quality_score, notes, default))
+        said: list[str] = []
+        done = contract.completion(completion, said)
+        return await memory.call(lambda m: contract.with_warnings(
+            eng.track_progress(m, feature, status, done, blockers or (), quality_score, notes, default), said))
 
     @tool(description="Forget a memory that is wrong or unwanted (it stays in the log; restore_memory "
                       "brings it back).")
     async def forget_memory(memory_id: MemoryId) -> str:
-        return await memory.call(lambda m: edits.forget_memory(m, memory_id))
+        key = _id(memory_id)
+        return await memory.call(lambda m: edits.forget_memory(m, key))
 
     @tool(description="Bring back a forgotten, archived or consolidated memory.")
     async def restore_memory(memory_id: MemoryId) -> str:
-        return await memory.call(lambda m: edits.restore_memory(m, memory_id))
+        key = _id(memory_id)
+        return await memory.call(lambda m: edits.restore_memory(m, key))
 
     @tool(description="Load the latest session handoff (null when there is none). Call it at the start of a "
                       "session to pick up where the last one stopped.")
@@ -230,10 +268,11 @@ def build_server(memory: MemoryServer) -> FastMCP:
 
     @tool(description="Save an observation (engram CLI style). Call it after a decision, bugfix or discovery; "
                       "a repeated topic_key updates the earlier observation.")
-    async def mem_save(title: Line, content: Text, type: Line = "manual", project: Project = "",
-                       scope: Line = "project", topic_key: Line = "") -> str:
-        item = MemoryInput(content=content, title=title, type=type, project=project or default, scope=scope,
-                           topic_key=topic_key)
+    async def mem_save(title: Line, content: Detail = "", type: Line = "manual", project: Project = "",
+                       scope: Line = "project", topic_key: Line = "", session_id: Line = "") -> str:
+        # The newer Go contract makes content optional: a title alone is the memory then.
+        item = MemoryInput(content=content if content.strip() else title, title=title, type=type,
+                           project=project or default, scope=scope, topic_key=topic_key, session_id=session_id)
         return await memory.call(lambda m: eng.save_observation(m, item))
 
     @tool(description="Search saved observations (engram CLI style). Call it before working on something "
@@ -248,8 +287,35 @@ def build_server(memory: MemoryServer) -> FastMCP:
 
     @tool(description="Save the session summary (goal, discoveries, accomplished, next steps). Call it "
                       "before the session ends.")
-    async def mem_session_summary(content: Text, project: Project) -> str:
+    async def mem_session_summary(content: Text, project: Project = "", session_id: Line = "") -> str:
         return await memory.call(lambda m: eng.save_handoff(m, content, project=project or default))
+
+    @tool(description="One observation by id, with its history (engram CLI alias of `engram memory show`).")
+    async def mem_get_observation(id: MemoryId) -> str:
+        key = _id(id)
+        return await memory.call(lambda m: edits.show_memory(m, key))
+
+    @tool(description="Rewrite an observation's content or title (engram CLI alias of update_memory).")
+    async def mem_update(id: MemoryId, content: Detail = "", title: Line = "") -> str:
+        key = _id(id)
+        return await memory.call(lambda m: edits.update_memory(m, key, content or None, title=title or None))
+
+    @tool(description="Delete an observation (engram CLI alias of forget_memory: it stays restorable).")
+    async def mem_delete(id: MemoryId, hard_delete: bool = False) -> str:
+        key = _id(id)
+        said = ["hard_delete is not offered: the memory is forgotten, and restore_memory brings it back"] \
+            if hard_delete else []
+        return await memory.call(lambda m: contract.with_warnings(edits.forget_memory(m, key), said))
+
+    @tool(description="The observations of the same project saved just before and after one (engram CLI alias).")
+    async def mem_timeline(observation_id: MemoryId, before: Annotated[int, Field(ge=0, le=50)] = 5,
+                           after: Annotated[int, Field(ge=0, le=50)] = 5) -> str:
+        key = _id(observation_id)
+        return await memory.call(lambda m: eng.memory_timeline(m, key, before, after))
+
+    @tool(description="Memory totals (engram CLI alias of memory_stats).")
+    async def mem_stats(project: Project = "") -> str:
+        return await memory.call(eng.memory_stats)
 
     return server
 

@@ -171,3 +171,21 @@ def memory_stats(vault: VaultMemory) -> dict[str, Any]:
                                    for o in features), key=lambda f: (f["project"], str(f["feature"]))),
         "now": format_time(now),
     }
+
+
+def memory_timeline(vault: VaultMemory, memory_id: str, before: int = 5, after: int = 5) -> dict[str, Any]:
+    """engram's mem_timeline: the live memories of the same project saved just before and after one
+    (by created_at): {"focus", "before": [...], "after": [...], "total_in_range"}; raises NotFoundError."""
+    memories = read_memories(vault)
+    focus = memories.get(memory_id)
+    # a stable sort over the fold's order: memories saved in the same second keep their write order
+    same = sorted((o for o in memories.state.values() if o.id == focus.id or o.live and o.project == focus.project
+                   and o.kind != "handoff" and o.id in memories.live), key=lambda o: o.created_at)
+    at = [o.id for o in same].index(focus.id)
+
+    def entry(o: Observation) -> dict[str, Any]:
+        return {"id": o.id, "title": o.title, "content": o.content, "type": o.type, "created_at": o.created_at,
+                "session_id": o.session_id}
+
+    return {"focus": describe(memories, memory_id), "before": [entry(o) for o in same[max(0, at - before):at]],
+            "after": [entry(o) for o in same[at + 1:at + 1 + after]], "total_in_range": len(same)}

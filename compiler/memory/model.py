@@ -2,7 +2,9 @@
 
 Decay (Ebbinghaus): rate = base × (1 − 0.8 × importance) per day;
 strength = min(1, importance × e^(−rate × days) × (1 + 0.2 × recall_count)), with `days`
-counted from the last reinforcement (save, update, merge, replace, reinforce, recall, restore).
+counted from the last reinforcement (save, update, merge, replace, reinforce, recall, restore),
+and never below the memory's `floor` (0 unless it came from an engram CLI record, which carries
+no importance: compiler.events.replay.PEER_FLOOR keeps those above the archive line).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Observation:
     history: tuple[Version, ...] = ()
     deleted_at: str = ""
     absorbed_into: str = ""  # consolidated into another memory
+    floor: float = 0.0  # strength never falls below it (memories from engram CLI records)
 
     @property
     def live(self) -> bool:
@@ -75,7 +78,7 @@ class Observation:
         """Returns the memory's strength (0..1) at `now`."""
         days = max(0.0, (now - parse_time(self.reinforced_at or self.created_at)).total_seconds() / 86400)
         value = self.importance * math.exp(-decay_rate(self.category, self.importance) * days)
-        return min(1.0, value * (1.0 + 0.2 * self.recall_count))
+        return max(self.floor, min(1.0, value * (1.0 + 0.2 * self.recall_count)))
 
 
 def fold(events: Iterable[MemoryEvent]) -> dict[str, Observation]:
@@ -143,7 +146,7 @@ def _saved(event: MemoryEvent) -> Observation:
         scope=str(data.get("scope", "")), session_id=str(data.get("session_id", "")),
         sources=_merge_sources((event.memory,), data.get("sources", ())),
         links=tuple((str(o), float(w)) for o, w in data.get("links", ())), fields=dict(data.get("fields", {})),
-        follows=str(data.get("follows", "")))
+        follows=str(data.get("follows", "")), floor=float(data.get("floor") or 0.0))
 
 
 def _merge_sources(current: Iterable[str], more: Iterable[str]) -> tuple[str, ...]:

@@ -111,7 +111,8 @@ def export_memories(vault: Path, settings: Settings, *, embedder: Embedder | Non
         result["pending"] = len(pending)
         entries = [_adopted_entry(c) for c in found.chunks if c.ok and c.id in set(found.unlisted)]
         if pending:
-            data, counts = build_chunk(pending, state, every, redact=sync_setting(settings, "redact", True))
+            data, counts = build_chunk(pending, state, every, redact=sync_setting(settings, "redact", True),
+                                       stated=found.stated())
             cid = write_chunk(engram, data)
             entries.append(ManifestEntry(cid, created_by or machine_name(settings),
                                          _rfc3339(created_at or datetime.now(timezone.utc)),

@@ -2,8 +2,13 @@
 
 A chunk carries the journal events no chunk holds yet, exactly, under the top-level key
 `engram_vault`; `observations` holds one engram observation record per memory those events
-touch, in its latest state (what the engram CLI imports); `sessions` holds a record for every
-session those observations name (`engram-vault-<project>` for memories without one).
+touch that no earlier chunk states yet, in its latest state (what the engram CLI imports);
+`sessions` holds a record for every session those observations name (`engram-vault-<project>`
+for memories without one).
+
+Each memory is stated in one chunk only: the Go reader inserts every record of a chunk as a new
+row (no unique key on sync_id), so a memory re-stated by a later chunk would be there twice on a
+Go machine. Later changes travel in our events, which the Go reader ignores.
 compiler.events.replay reads them back.
 
 Credentials in titles, contents and event data are redacted on the way (compiler.sync.redact):
@@ -12,7 +17,7 @@ the chunk carries `[redacted:<kind>]`, the local journal the original.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
 from compiler.core.clock import engram_time
@@ -26,15 +31,17 @@ REDACTED_FIELDS = ("title", "content", "topic_key")  # the free text of an obser
 
 
 def build_chunk(events: Sequence[MemoryEvent], state: Mapping[str, Observation],
-                all_events: Iterable[MemoryEvent] = (), *, redact: bool = True) -> tuple[bytes, dict[str, Any]]:
-    """Returns (uncompressed chunk JSON, counts) carrying `events` and the memories they touch.
+                all_events: Iterable[MemoryEvent] = (), *, redact: bool = True,
+                stated: Set[str] = frozenset()) -> tuple[bytes, dict[str, Any]]:
+    """Returns (uncompressed chunk JSON, counts) carrying `events` and the memories they touch
+    that are not in `stated` (the sync_ids earlier chunks hold a record of).
 
     `state` is the fold of every known event (latest state of each memory); `all_events`
     gives the reinforcement counts shown as engram's duplicate_count. Counts: events, memories,
     sessions, and `redacted` (see `Redactions.report`; empty when `redact` is off).
     """
     ordered = sorted({e.id: e for e in events}.values(), key=MemoryEvent.order)
-    touched = sorted((state[i] for i in {e.memory for e in ordered} if i in state),
+    touched = sorted((state[i] for i in {e.memory for e in ordered} if i in state and i not in stated),
                      key=lambda o: (engram_time(o.created_at), o.id))
     duplicates: dict[str, int] = {}
     for event in all_events:

@@ -4,6 +4,12 @@ Every command runs with prompts off, English messages and `true` as the editor, 
 unattended run never waits for a person. The only conflict resolved here is the one two
 machines exporting at once produce, in `.engram/manifest.json` (the union by chunk id); any
 other conflict aborts the rebase, leaving the repository as it was, and fails with the files named.
+
+The manifest conflict is resolved here whether or not this clone has the merge driver: a
+`.gitattributes` committed by another machine names `engram-manifest`, and a clone whose config
+lacks its command line would stop git itself ("custom merge driver engram-manifest lacks command
+line"). So the rebase runs with a stand-in driver (`false`: "this merge conflicts") when none is
+configured, and the conflict it leaves is settled by the same union rule.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from compiler.core.errors import CorruptDataError, GitError
 from compiler.events.manifest import manifest_bytes, parse_manifest, union
 
+MANIFEST_DRIVER = "engram-manifest"  # the merge driver `engram sync install` registers for the manifest
 REBASE_MARKER = "engram-sync-rebase"  # in the git dir while our pull --rebase runs: a leftover one is ours
 GIT_TIMEOUT = 600
 
@@ -133,18 +140,25 @@ def pull_rebase(repo: Repo, remote: str, branch: str, manifest: str) -> dict[str
             return {"pulled": False, "resolved": 0, "changed": False}
         if fetched.returncode:
             raise GitError(f"git fetch {remote} {branch} failed: {_tail(fetched)}")
-        result = git(repo.vault, "rebase", "--autostash", tracking, check=False)
+        driver = _driver_stand_in(repo)
+        result = git(repo.vault, *driver, "rebase", "--autostash", tracking, check=False)
         resolved = 0
         while result.returncode:
             if not _rebasing(repo):
                 raise GitError(f"git pull --rebase {remote} {branch} failed: {_tail(result)}")
             resolved += _resolve_conflicts(repo, manifest, _tail(result))
-            result = git(repo.vault, "rebase", "--continue", check=False)
+            result = git(repo.vault, *driver, "rebase", "--continue", check=False)
             if result.returncode and _rebasing(repo) and not _unmerged(repo) and _nothing_staged(repo):
-                result = git(repo.vault, "rebase", "--skip", check=False)  # our commit became empty
+                result = git(repo.vault, *driver, "rebase", "--skip", check=False)  # our commit became empty
     finally:
         marker.unlink(missing_ok=True)
     return {"pulled": True, "resolved": resolved, "changed": _head(repo) != before}
+
+
+def _driver_stand_in(repo: Repo) -> list[str]:
+    """Returns the git options that stand in for a manifest merge driver this clone lacks ([] when it has one)."""
+    found = git(repo.vault, "config", "--get", f"merge.{MANIFEST_DRIVER}.driver", check=False)
+    return [] if found.returncode == 0 and found.stdout.strip() else ["-c", f"merge.{MANIFEST_DRIVER}.driver=false"]
 
 
 def _rebasing(repo: Repo) -> bool:

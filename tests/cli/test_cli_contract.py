@@ -20,7 +20,7 @@ from compiler.cli.main import main
 from tests.conftest import ROOT
 
 # serve: stdout is the MCP protocol, so nothing else may be printed there.
-NO_JSON = {"serve"}
+NO_JSON = {"serve", "mcp"}  # stdout carries the MCP protocol
 
 
 def commands(group: click.Group = main, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

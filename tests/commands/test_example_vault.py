@@ -1,8 +1,10 @@
 """Integration: the bundled vault-example/ compiled with the real model and a real Chroma store.
 
 The committed pages under vault-example/_engram/ are the golden files: a fresh compile of a
-copy must reproduce them byte for byte. After changing templates or parsing on purpose,
-regenerate them with `make compile` and review the diff.
+copy must reproduce them byte for byte, from what is committed alone — the notes and the
+memories' chunk (vault-example/.engram/chunks/, made from agent-memories.jsonl by
+`make example-chunk`), never a machine-local journal. After changing templates or parsing on
+purpose, regenerate them with `make compile` and review the diff.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory) -> tuple[Path, object]:
     vault = tmp_path_factory.mktemp("example") / "vault"
-    shutil.copytree(EXAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".engram", "_engram"))
+    # what a clone gets: the committed chunk and manifest, no cache, no journal
+    shutil.copytree(EXAMPLE_VAULT, vault, ignore=shutil.ignore_patterns("cache", "journal.jsonl", "lock", "_engram"))
     settings = load_settings(vault)  # the example pins `now`, so memory strengths are reproducible
-    with VaultMemory(vault, settings) as memories:
-        items, warnings = read_import_file(vault / "agent-memories.jsonl")
-        assert not warnings and write_memories(memories, items)["actions"] == {"new": 20}
+    assert not (vault / ".engram/journal.jsonl").exists() and list((vault / ".engram/chunks").glob("*.jsonl.gz"))
     report = compile_vault(vault, settings)
+    with VaultMemory(vault, settings) as memories:  # the chunk's memories, and the file they were made from
+        items, warnings = read_import_file(vault / "agent-memories.jsonl")
+        assert not warnings and write_memories(memories, items)["actions"] == {"known": 20}
     return vault, report
 
 

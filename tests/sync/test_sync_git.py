@@ -29,8 +29,8 @@ from compiler.commands.sync_cycle import install_sync, run_sync
 from compiler.core.errors import BusyError, GitError
 from compiler.core.settings import Settings
 from compiler.events.store import read_vault_chunks
-from compiler.memory.input import MemoryInput
 from compiler.memory.edits import forget_memory, store_new
+from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory, read_memories
 from compiler.sync.exchange import export_memories, sync_files
 from compiler.sync.git import commit_paths, open_repo
@@ -352,3 +352,48 @@ def test_cli_export_import_install_and_sync_settings(machines):
     assert failed.stderr.startswith("engram: ") and len(failed.stderr.splitlines()) == 1  # no traceback
     status = runner.invoke(main, catch_exceptions=False, args=["sync", "status", "--vault", str(server.vault)])
     assert status.exit_code == 1 and "consecutive failures: 1 (alarm at 1)" in status.stdout  # 1 failure is enough
+
+
+# -- issue 12: a clone without the driver, derived files out of git --------------------------------
+
+def test_a_clone_whose_config_names_the_driver_without_its_command_still_syncs(machines):
+    """The failing case: `.gitattributes` names engram-manifest, this clone's config has only the
+    driver's name (no command line), and plain git stops ("lacks command line"); engram sync does not."""
+    laptop, server, _ = machines
+    git(server.vault, "config", "merge.engram-manifest.name", "engram chunk manifest")  # no .driver
+    assert "merge=engram-manifest" in (server.vault / ".gitattributes").read_text()
+    rng = random.Random(12)
+    live = {laptop.add(sentence(rng, "laptop")), server.add(sentence(rng, "server"))}
+    laptop.export_and_commit()
+    server.export_and_commit()
+    laptop.sync()
+    plain = subprocess.run(["git", "pull", "--rebase", "origin", "main"], cwd=server.vault, capture_output=True,
+                           text=True, check=False)
+    assert plain.returncode != 0 and "lacks command line" in plain.stderr  # what git alone does here
+    subprocess.run(["git", "rebase", "--abort"], cwd=server.vault, capture_output=True, check=False)
+    assert server.sync()["resolved"] == 1  # the union rule, without the driver
+    laptop.sync()
+    assert_converged(laptop, server, live, set())
+
+
+def test_derived_files_stay_out_of_git_from_the_first_write_without_sync_install(tmp_path, git_identity):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    git(vault, "init", "--quiet", "-b", "main")
+    (vault / "Home.md").write_text("# Home\n")
+    machine = Machine("solo", vault, FakeEmbedder())
+    machine.add("The build cache lives in .engram/cache")
+    export_memories(vault, SETTINGS, embedder=machine.embedder, created_by="solo")
+    assert (vault / ".engram/.gitignore").is_file() and (vault / ".engram/cache").is_dir()
+    git(vault, "add", "-A")  # a person's plain `git add -A`, no `engram sync install` ever ran
+    git(vault, "commit", "--quiet", "-m", "vault")
+    tracked = set(git(vault, "ls-files").split())
+    assert not any(p.startswith((".engram/cache/", ".engram/journal", ".engram/lock")) for p in tracked)
+    assert ".engram/manifest.json" in tracked and any(p.startswith(".engram/chunks/") for p in tracked)
+    machine.add("A second memory: the cache and the journal change again")
+    export_memories(vault, SETTINGS, embedder=machine.embedder, created_by="solo")
+    git(vault, "add", "-A")
+    git(vault, "commit", "--quiet", "-m", "again")
+    with machine.memory() as memories:  # another write touches the cache and the journal
+        store_new(memories, MemoryInput("A third memory, not exported yet"))
+    assert machine.clean(), git(vault, "status", "--porcelain")
