@@ -97,14 +97,17 @@ def test_mcp_engram_config_and_go_mcp_serve_over_stdio(vault, args):
 
 def test_the_second_script_name_is_installed(tmp_path):
     """pip installs `engram-vault` beside `engram` (pyproject [project.scripts]), both this program."""
-    prefix = tmp_path / "prefix"
+    # --target, not --prefix: `pip install --prefix` first uninstalls this package from the test's own
+    # environment, taking its `engram` with it.
+    target = tmp_path / "target"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--prefix", str(prefix), str(ROOT)], check=True, capture_output=True, timeout=600)
-    scripts = {p.name for p in (prefix / "bin").iterdir()}
+                    "--target", str(target), str(ROOT)], check=True, capture_output=True, timeout=600)
+    scripts = {p.name for p in (target / "bin").iterdir()}
     assert {"engram", "engram-vault"} <= scripts
-    version = subprocess.run([str(prefix / "bin" / "engram-vault"), "--version"], capture_output=True, text=True,
+    script = str(target / "bin" / "engram-vault")  # run by this interpreter, which has the dependencies
+    version = subprocess.run([sys.executable, script, "--version"], capture_output=True, text=True,
                              env=ENV, timeout=60, check=False)
     assert version.returncode == 0 and importlib.metadata.version("engram-vault-compiler") in version.stdout
-    hint = subprocess.run([str(prefix / "bin" / "engram-vault"), "tui"], capture_output=True, text=True, env=ENV,
+    hint = subprocess.run([sys.executable, script, "tui"], capture_output=True, text=True, env=ENV,
                           timeout=60, check=False)
     assert hint.returncode == 2 and "Go engram CLI" in hint.stderr
