@@ -12,10 +12,11 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from compiler.commands.build_inputs import forget_inputs, gather_inputs, save_inputs, unchanged_build
 from compiler.commands.build_state import BuildState, parser_fingerprint, previous_build, save_state
 from compiler.commands.compile_graph import related_notes, save_graph
 from compiler.commands.compile_index import choose_model, embed_sections, section_text, update_indexes
@@ -29,7 +30,7 @@ from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
 from compiler.notes.links import resolve_links
 from compiler.notes.records import ResolvedLink
-from compiler.notes.scan import scan_vault
+from compiler.notes.scan import ScanResult, edited_since, scan_vault
 from compiler.render.notes import VaultView, render_note_pages, template_environment
 
 # VaultPaths and section_text are re-exported: benchmarks/bench.py imports them from here.
@@ -85,8 +86,13 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     model = choose_model(settings.model, embedder)
     with writer_lock(paths.engram):
         contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
+        overrides = _template_overrides(paths, settings)
+        last, scanned = unchanged_build(paths, settings, model.identity, overrides)
+        if last is not None:
+            return _unchanged_report(last, started)
+        forget_inputs(paths.inputs)
         previous, reason = previous_build(paths, model.identity, settings)
-        scan = scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
+        scan = _rescan(paths, settings, previous, scanned)
         with progress("parse", len(scan.edited)) as tick:
             parsed = parse_notes(paths.root, scan, previous, settings, tick)
         links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
@@ -95,7 +101,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
         update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
         neighbours = related_notes(parsed.notes, embedded.vectors, settings)
         save_graph(paths.graph, parsed.notes, links, neighbours)
-        env = template_environment(_template_overrides(paths, settings), settings.out)
+        env = template_environment(overrides, settings.out)
         memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
         warnings = _sorted_warnings(parsed, [*scan.skipped, *link_warnings]) + memory.warnings  # what the health page lists
         view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
@@ -105,13 +111,36 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
             model=model.identity, fingerprint=settings.index_fingerprint(), parser=parser_fingerprint(),
             files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
             memory_pages=memory.page_ids, pages=_page_hashes(settings.out, pages), memory_events=memory.events_digest))
-    return BuildReport(
+        report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
         renamed=parsed.renamed, embedded=embedded.count, written=written.written, deleted=written.deleted,
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                   "maintenance": memory.maintenance},
-        seconds=round(time.perf_counter() - started, 3))
+            seconds=round(time.perf_counter() - started, 3))
+        inputs = gather_inputs(paths, settings, model.identity, scan, overrides, bool(memory.events_digest))
+        save_inputs(paths.inputs, inputs, report.to_dict(), bool(memory.events_digest))
+    return report
+
+
+def _rescan(paths: VaultPaths, settings: Settings, previous: BuildState, scanned: ScanResult | None) -> ScanResult:
+    """Returns the scan of the vault, with its edits counted against `previous` (the build state).
+
+    The scan made to check for a no-op is reused: its stamps are right, only what counts as
+    edited depends on which state the build starts from.
+    """
+    if scanned is None:
+        return scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
+    return replace(scanned, edited=edited_since(scanned.notes, previous.files))
+
+
+def _unchanged_report(last: dict[str, Any], started: float) -> BuildReport:
+    """Returns the report of a build that found nothing changed: the last one's counts, no work."""
+    memories = {**last["memories"], "edits": [], "maintenance": {"skipped": True, "unchanged": True}}
+    return BuildReport(
+        notes=last["notes"], sections=last["sections"], changed=[], removed=[], renamed=0, embedded=0, written=[],
+        deleted=[], links=last["links"], memories=memories, warnings=[BuildWarning(**w) for w in last["warnings"]],
+        rebuild_reason="", seconds=round(time.perf_counter() - started, 3))
 
 
 def _sorted_warnings(parsed: Parsed, link_warnings: Sequence[BuildWarning]) -> list[BuildWarning]:

@@ -21,6 +21,7 @@ class FileStamp:
     size: int
     mtime_ns: int
     sha256: str
+    inode: int = 0  # a file replaced by another (a checkout, an atomic save) gets a new inode
 
 
 @dataclass(frozen=True)
