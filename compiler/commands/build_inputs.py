@@ -56,7 +56,7 @@ def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: Sc
     clock = settings.now if settings.now or not memory_events else "unpinned"
     parts = {
         "settings": _digest([settings.to_dict(), identity, clock]),
-        "code": _digest(_tree_stats(Path(compiler.__file__).resolve().parent, suffix=".py")),
+        "code": _digest(_code_stats()),
         "templates": _digest([*_tree_stats(BUNDLED_TEMPLATES), *_tree_stats(override_templates)]),
         "notes": _digest([notes, list(scan.attachments), skipped]),
         "memory": _digest(_tree_stats(paths.engram, skip=MEMORY_SKIPPED)),
@@ -107,6 +107,11 @@ def _load(path: Path) -> tuple[BuildInputs, dict[str, Any], bool] | None:
         return BuildInputs(dict(data["parts"]), stamps), data["report"], bool(data["memory_events"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _code_stats() -> list[tuple[str, int, int, int]]:
+    """The engram modules' stats: a new version (or an edited checkout) renders differently."""
+    return _tree_stats(Path(compiler.__file__).resolve().parent, suffix=".py")
 
 
 def _digest(value: Any) -> str:
