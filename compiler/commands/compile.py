@@ -71,8 +71,10 @@ class BuildReport:
 
     def summary(self) -> str:
         """The one line an Obsidian shell command shows in its notice."""
-        parts = [f"{self.notes} notes", f"{len(self.changed)} changed", f"{self.embedded} sections embedded",
-                 f"{len(self.written)} pages written", f"{len(self.warnings)} warnings"]
+        parts = [f"{self.notes} notes", f"{len(self.changed) - self.renamed} changed"]
+        parts += [f"{self.renamed} moved"] if self.renamed else []
+        parts += [f"{len(self.removed) - self.renamed} removed"] if len(self.removed) > self.renamed else []
+        parts += [f"{self.embedded} sections embedded", f"{len(self.written)} pages written", f"{len(self.warnings)} warnings"]
         if self.rebuild_reason:
             parts.append(f"full rebuild: {self.rebuild_reason}")
         return f"engram: {' · '.join(parts)} · {self.seconds:.1f}s"
@@ -97,7 +99,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
             parsed = parse_notes(paths.root, scan, previous, settings, tick)
         links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
         with progress("embed", parsed.sections) as tick:
-            embedded = embed_sections(paths.embeddings, parsed.notes, model, tick)
+            embedded = embed_sections(paths.embeddings, parsed.notes, model, tick, parsed.moved_from)
         update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
         neighbours = related_notes(parsed.notes, embedded.vectors, settings)
         save_graph(paths.graph, parsed.notes, links, neighbours)
