@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import contained, write_pages
 from compiler.core.lock import writer_lock
+from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder
 from compiler.notes.links import resolve_links
@@ -34,16 +34,13 @@ from compiler.notes.scan import ScanResult, edited_since, scan_vault
 from compiler.render.notes import VaultView, render_note_pages, template_environment
 
 # VaultPaths and section_text are re-exported: benchmarks/bench.py imports them from here.
-__all__ = ["BuildReport", "Progress", "VaultPaths", "compile_vault", "section_text"]
+__all__ = ["BuildReport", "VaultPaths", "compile_vault", "section_text"]
 
-Tick = Callable[[int], None]
-Progress = Callable[[str, int], Any]  # (label, total) → context manager yielding a Tick
+Warn = Callable[[BuildWarning], None]
 
 
-@contextmanager
-def no_progress(label: str, total: int) -> Iterator[Tick]:
-    """Yields a tick that reports nothing: the default when no one is watching."""
-    yield lambda n: None
+def _ignore(warning: BuildWarning) -> None:
+    """The default `warn`: the warnings are in the report anyway."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +78,12 @@ class BuildReport:
 
 
 def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None = None,
-                  progress: Progress = no_progress) -> BuildReport:
-    """Compiles `vault`: indexes its notes and regenerates the pages. Returns the build report."""
+                  progress: Progress = no_progress, warn: Warn = _ignore) -> BuildReport:
+    """Compiles `vault`: indexes its notes and regenerates the pages. Returns the build report.
+
+    `progress` is told how far the long stages are; `warn` gets each warning as soon as its stage
+    has found it (parse and link warnings before the embedding starts), not all at the end.
+    """
     started = time.perf_counter()
     paths = VaultPaths(vault.resolve())
     model = choose_model(settings.model, embedder)
@@ -91,13 +92,17 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
         overrides = _template_overrides(paths, settings)
         last, scanned = unchanged_build(paths, settings, model.identity, overrides)
         if last is not None:
-            return _unchanged_report(last, started)
+            report = _unchanged_report(last, started)
+            _tell(warn, report.warnings)
+            return report
         forget_inputs(paths.inputs)
         previous, reason = previous_build(paths, model.identity, settings)
         scan = _rescan(paths, settings, previous, scanned)
         with progress("parse", len(scan.edited)) as tick:
             parsed = parse_notes(paths.root, scan, previous, settings, tick)
         links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
+        found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings])
+        _tell(warn, found)
         with progress("embed", parsed.sections) as tick:
             embedded = embed_sections(paths.embeddings, parsed.notes, model, tick, parsed.moved_from)
         update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
@@ -105,10 +110,12 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
         save_graph(paths.graph, parsed.notes, links, neighbours)
         env = template_environment(overrides, settings.out)
         memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
-        warnings = _sorted_warnings(parsed, [*scan.skipped, *link_warnings]) + memory.warnings  # what the health page lists
+        _tell(warn, memory.warnings)
+        warnings = found + memory.warnings  # what the health page lists
         view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
         pages = {**render_note_pages(view, env, settings.out), **memory.pages}
         written = write_pages(paths.root, settings.out, pages)
+        _tell(warn, written.warnings)
         save_state(paths.state, BuildState(
             model=model.identity, fingerprint=settings.index_fingerprint(), parser=parser_fingerprint(),
             files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
@@ -143,6 +150,11 @@ def _unchanged_report(last: dict[str, Any], started: float) -> BuildReport:
         notes=last["notes"], sections=last["sections"], changed=[], removed=[], renamed=0, embedded=0, written=[],
         deleted=[], links=last["links"], memories=memories, warnings=[BuildWarning(**w) for w in last["warnings"]],
         rebuild_reason="", seconds=round(time.perf_counter() - started, 3))
+
+
+def _tell(warn: Warn, warnings: Sequence[BuildWarning]) -> None:
+    for warning in warnings:
+        warn(warning)
 
 
 def _sorted_warnings(parsed: Parsed, link_warnings: Sequence[BuildWarning]) -> list[BuildWarning]:
