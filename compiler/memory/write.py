@@ -186,12 +186,12 @@ def reindex(vault: VaultMemory, state: dict[str, Observation], events: Sequence[
         return
     ids = list(dict.fromkeys(e.memory for e in events))
     live = {i: o for i, o in state.items() if o.live}
-    context = conversation_context(live)
     memories = [live[i] for i in ids if i in live]
-    vectors, _ = vault.index().embed([memory_text(m) for m in memories], vault.embedder, vault.identity)
-    vault.index().put(memories, vectors, context)
     before = {live[i].follows for i in ids if i in live}  # their context gained the new memories
     touched = (before | {live[i].follows for i in before if i in live}) - set(ids)
+    context = conversation_context(live, [*ids, *sorted(touched)])  # only the rows rewritten here
+    vectors, _ = vault.index().embed([memory_text(m) for m in memories], vault.embedder, vault.identity)
+    vault.index().put(memories, vectors, context)
     vault.index().put_keywords([live[i] for i in sorted(touched) if i in live], context)
     vault.indexed_events.wrote(events)
 
