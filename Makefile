@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 ENGRAM := $(VENV)/bin/engram
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo compile test bench bench-recall clean
+.PHONY: install demo compile test bench bench-quick bench-recall clean
 
 install: $(STAMP)
 
@@ -32,9 +32,12 @@ compile: install
 test: install
 	$(PY) -m pytest -q
 
+# One table of every figure (and benchmarks/results.json); bench-quick: small sizes, for development.
 bench: install
-	$(PY) benchmarks/bench.py
-	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/table.py
+
+bench-quick: install
+	$(PY) benchmarks/table.py --quick
 
 bench-recall: install
 	$(PY) benchmarks/locomo.py --data ../shared/data/locomo-dev.json

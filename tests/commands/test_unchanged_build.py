@@ -149,3 +149,13 @@ def test_deleted_state_or_index_builds_again(make_vault, fake_embedder, scans):
     (vault / ".engram/cache/fts.sqlite").unlink()
     report = built(vault, fake_embedder)
     assert report.rebuild_reason == "keyword index missing" and len(scans) == 2
+
+
+def test_a_keyword_search_in_between_keeps_the_shortcut(make_vault, fake_embedder, scans):
+    from compiler.notes.search import keyword_search
+
+    vault = make_vault(NOTES)
+    built(vault, fake_embedder)
+    assert keyword_search(vault, "payments")
+    built(vault, fake_embedder)
+    assert len(scans) == 1  # reading the index changes none of the inputs
