@@ -83,7 +83,6 @@ def rows(r: dict[str, Any]) -> list[Row]:
     sec = lambda v: f"{v:.2f} s"  # noqa: E731
     times = lambda v: f"{v:.2f}×"  # noqa: E731
     rate = lambda v: f"{v:.1f}/s"  # noqa: E731
-    ms = lambda v: f"{v:.0f} ms"  # noqa: E731
     mb = lambda v: f"{v:.0f} MB"  # noqa: E731
     bench, noop, ms_, ml = r["bench"], r["noop"], r["memory_small"], r["memory_large"]
     cold = r["cold"]
