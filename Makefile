@@ -10,13 +10,16 @@ STAMP  := $(VENV)/.installed
 install: $(STAMP)
 
 # torch==2.13.0 goes in first so pip keeps the CPU build instead of pulling CUDA wheels.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tests/mermaid/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	@# the distribution was called engram-vault before (a name taken on PyPI): drop a stale install of it
 	-@$(PY) -m pip uninstall --quiet --yes engram-vault 2>/dev/null
 	$(PY) -m pip install --quiet -e '.[test]'
+	@# the tests parse every Mermaid chart with the mermaid npm package (tests/docs/test_mermaid.py)
+	@command -v npm >/dev/null || { echo "make: Node.js 20+ and npm are needed for the tests (Mermaid charts)"; exit 1; }
+	cd tests/mermaid && npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
 demo: install

@@ -1,4 +1,4 @@
-"""`engram compile | search | vsearch | query`: thin adapters over the compile spine and note search.
+"""`engram compile | watch | search | vsearch | query | get`: thin adapters over the compile spine and note search.
 
 Heavy modules (torch, Chroma) are imported inside the commands that need them, so `--help` and
 `search` stay instant.
@@ -6,6 +6,10 @@ Heavy modules (torch, Chroma) are imported inside the commands that need them, s
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +23,7 @@ from compiler.cli.common import (
     vault_option,
 )
 from compiler.cli.progress import stderr_progress
+from compiler.core.errors import InputError, UsageError
 
 
 @click.command("compile")
@@ -51,13 +56,63 @@ def compile_command(vault_path: str | None, vault: str | None, as_json: bool, st
     sys.exit(1 if strict and report.warnings else 0)
 
 
+@click.command("watch")
+@click.argument("vault_path", metavar="[VAULT]", required=False, type=click.Path(file_okay=False))
+@vault_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per build on stdout (JSON lines).")
+@click.option("--out", help="Output folder inside the vault (default: _engram, or `out` in engram.toml).")
+@click.option("--model", help="Embedding model: multilingual-e5-small, or a sentence-transformers directory or name.")
+@click.option("--chroma-url", envvar="ENGRAM_CHROMA_URL", help="Use a Chroma server instead of the embedded store.")
+@click.option("--quiet-ms", default=400, show_default=True, type=click.IntRange(50, 60_000),
+              help="Build once nothing has changed for this many milliseconds.")
+def watch_command(vault_path: str | None, vault: str | None, as_json: bool, out: str | None, model: str | None,
+                  chroma_url: str | None, quiet_ms: int) -> None:
+    """Compile VAULT now, then again whenever a note, an attachment, engram.toml, the memory journal
+    or a synced chunk changes. One summary line per build on stderr; Ctrl-C stops (exit 0).
+
+    Bursts (a git checkout, a sync) are one build; the watch's own writes start none; a failing
+    build prints its error and the watch goes on.
+    """
+    from compiler.commands.watch import Build, watch_vault
+
+    root, _ = vault_and_settings(vault_path or vault, out=out, model=model, chroma_url=chroma_url)  # exit 2 now, not later
+
+    def show(build: Build) -> None:
+        if as_json:
+            click.echo(json.dumps(build.to_dict(), ensure_ascii=False, sort_keys=True))
+        else:
+            click.echo(build.line, err=True)
+
+    click.echo(f"engram: watching {root} (Ctrl-C to stop)", err=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C too
+    try:
+        watch_vault(root, lambda: vault_and_settings(str(root), out=out, model=model, chroma_url=chroma_url)[1], show,
+                    quiet_ms=quiet_ms)
+    except KeyboardInterrupt:
+        click.echo("engram: stopped watching", err=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    sys.exit(0)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+ALL_HITS = 100_000  # --all: qmd's "all results" is this many too
+FORMATS = ("as_json", "as_files", "as_md", "as_csv")  # at most one of them
+CSV_HEADER = ("docid", "score", "file", "title", "context", "line", "snippet")  # qmd's columns
+
+
 def _search_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.argument("query", nargs=-1, required=True),
+        click.argument("query", nargs=-1),
         click.option("-n", "limit", default=5, show_default=True, type=click.IntRange(1, 1000), help="Number of results."),
+        click.option("--all", "all_hits", is_flag=True, help="Every hit, no -n limit (narrow it with --min-score)."),
         click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list."),
         click.option("--files", "as_files", is_flag=True, help="Print one `docid,score,file` line per hit."),
         click.option("--md", "as_md", is_flag=True, help="Print hits as a Markdown list of wikilinks."),
+        click.option("--csv", "as_csv", is_flag=True, help="Print hits as CSV with qmd's columns and a header."),
         click.option("--min-score", default=0.0, type=click.FloatRange(0, 1), help="Drop hits scoring below this (0..1)."),
         click.option("--path", "path_filter", default="", help="Only notes under this folder or matching this glob."),
         click.option("--tag", default="", help="Only notes with this tag (nested tags included)."),
@@ -67,14 +122,31 @@ def _search_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return vault_option(command)
 
 
+def _query_text(query: tuple[str, ...], shown: dict[str, Any]) -> str:
+    """Returns the query, after checking what was asked: one output format at most (UsageError,
+    exit 2), and some words to look for (InputError, exit 1, as qmd answers an empty query)."""
+    chosen = [f"--{name.removeprefix('as_')}" for name in FORMATS if shown[name]]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)} cannot be combined: choose one output format")
+    text = " ".join(query).strip()
+    if not text:
+        raise InputError("empty query: give the words to look for, e.g. engram search \"deploy\"")
+    return text
+
+
+def _limit(shown: dict[str, Any]) -> int:
+    return ALL_HITS if shown["all_hits"] else shown["limit"]
+
+
 @click.command("search")
 @_search_options
 def search_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> None:
     """Keyword search (BM25). Fast: loads no model."""
     from compiler.notes.search import keyword_search
 
+    text = _query_text(query, shown)
     root, _ = vault_and_settings(vault)
-    _show(keyword_search(root, " ".join(query), shown["limit"], _filters(shown)), shown)
+    _show(keyword_search(root, text, _limit(shown), _filters(shown)), shown)
 
 
 @click.command("vsearch")
@@ -84,8 +156,9 @@ def vsearch_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> 
     from compiler.index.embedder import load_embedder
     from compiler.notes.search import vector_search
 
+    text = _query_text(query, shown)
     root, settings = vault_and_settings(vault)
-    _show(vector_search(root, " ".join(query), shown["limit"], _filters(shown),
+    _show(vector_search(root, text, _limit(shown), _filters(shown),
                                      embedder=load_embedder(settings.model), chroma_url=settings.chroma_url), shown)
 
 
@@ -96,8 +169,9 @@ def query_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> No
     from compiler.index.embedder import load_embedder
     from compiler.notes.search import hybrid_search
 
+    text = _query_text(query, shown)
     root, settings = vault_and_settings(vault)
-    _show(hybrid_search(root, " ".join(query), shown["limit"], _filters(shown),
+    _show(hybrid_search(root, text, _limit(shown), _filters(shown),
                                      embedder=load_embedder(settings.model), chroma_url=settings.chroma_url,
                                      graph_bonus=settings.graph_bonus), shown)
 
@@ -111,6 +185,8 @@ def _filters(shown: dict[str, Any]) -> Any:
 def _show(hits: list[dict[str, Any]], shown: dict[str, Any]) -> None:
     if shown["as_json"]:
         return emit_json(hits)
+    if shown["as_csv"]:
+        return click.echo(_csv(hits), nl=False)
     for hit in hits:
         if shown["as_files"]:
             click.echo(f"{hit['docid']},{hit['score']:.2f},{hit['file']}")
@@ -123,4 +199,38 @@ def _show(hits: list[dict[str, Any]], shown: dict[str, Any]) -> None:
         click.echo("no results", err=True)
 
 
-COMMANDS = (compile_command, search_command, vsearch_command, query_command)
+def _csv(hits: list[dict[str, Any]]) -> str:
+    """qmd's CSV: a header, then one quoted-when-needed row per hit (we have no contexts: empty)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    for hit in hits:
+        writer.writerow([hit["docid"], f"{hit['score']:.4f}", hit["file"], hit["title"], "", hit["line"], hit["snippet"]])
+    return buffer.getvalue()
+
+
+@click.command("get")
+@click.argument("target", metavar="PATH[:LINE[:COUNT]] | #DOCID")
+@vault_option
+@click.option("-l", "max_lines", default=0, type=click.IntRange(0), help="At most this many lines (0: to the end).")
+@click.option("--from", "from_line", default=0, type=click.IntRange(0), help="Start at this line (1-based; wins over :LINE).")
+@click.option("--line-numbers", is_flag=True, help="Put each line's number in front of it.")
+@click.option("--json", "as_json", is_flag=True, help="Print {path, content, from, lines, bytes, truncated} as JSON.")
+def get_command(target: str, vault: str | None, max_lines: int, from_line: int, line_numbers: bool, as_json: bool) -> None:
+    """Print one note: by vault-relative PATH (the suffix may be left out), from LINE on, or by the
+    #DOCID a search hit shows (`engram get '#3f9a1c'`: quote it, a shell reads # as a comment)."""
+    from compiler.notes.access import read_lines
+
+    root, settings = vault_and_settings(vault)
+    note = read_lines(root, target, settings.max_note_bytes, start=from_line, count=max_lines)
+    if as_json:
+        return emit_json(note)
+    text = note["content"]
+    if line_numbers:
+        text = "".join(f"{n:>6}  {line}" for n, line in enumerate(text.splitlines(keepends=True), start=note["from"]))
+    click.echo(text, nl=not text.endswith("\n") and bool(text))
+    if note["truncated"]:
+        click.echo(f"engram: {note['path']}: only the first {settings.max_note_bytes} bytes (max_note_bytes)", err=True)
+
+
+COMMANDS = (compile_command, watch_command, search_command, vsearch_command, query_command, get_command)

@@ -79,19 +79,27 @@ def check_command(vault_path: str | None, vault: str | None, as_json: bool, quie
 @vault_option
 @click.option("--project", default="", help="Default project for the agent's memories (added to the serve command).")
 @click.option("--skip-model-check", is_flag=True, help="Do not load the embedding model (faster; CI).")
+@click.option("--obsidian-exclude", is_flag=True,
+              help="Add the output folder to Obsidian's Excluded files (.obsidian/app.json): out of Search and the graph.")
+@click.option("--obsidian-graph", is_flag=True,
+              help="Add a grey colour group for the output folder to Obsidian's graph (.obsidian/graph.json).")
 @json_option
 def setup_command(vault_path: str | None, vault: str | None, project: str, skip_model_check: bool,
-                  as_json: bool) -> None:
+                  obsidian_exclude: bool, obsidian_graph: bool, as_json: bool) -> None:
     """Prepare VAULT for engram and print how to connect an agent.
 
     Creates .engram/ and a commented engram.toml when missing, checks that the embedding model
     loads offline (exit 1 when it does not), and prints the Claude Code and Cursor configuration
     and the memory rules to paste into CLAUDE.md (recall first, store what is learned, update
     what changed). VAULT may be any folder: setup makes it a vault.
+
+    It also offers two Obsidian settings that keep the generated pages out of your way, and
+    changes Obsidian's files only when asked: --obsidian-exclude, --obsidian-graph.
     """
     from compiler.commands.setup import setup_vault
 
-    result = setup_vault(vault_path or vault, project=project, check_model=not skip_model_check)
+    asked = frozenset(name for name, on in (("exclude", obsidian_exclude), ("graph", obsidian_graph)) if on)
+    result = setup_vault(vault_path or vault, project=project, check_model=not skip_model_check, obsidian=asked)
     if as_json:
         emit_json(result)
     else:
@@ -111,6 +119,7 @@ def _print_setup(result: dict[str, Any]) -> None:
         echo(f"model: FAILED: {model['error']}")
     elif not model.get("skipped"):
         echo(f"model: {model['identity']} loads offline · {model['dimension']} dimensions · {model['seconds']}s")
+    _print_obsidian(result["obsidian"], echo)
     echo("\nClaude Code (run once):\n\n    " + result["claude_code"])
     echo("\nCursor (.cursor/mcp.json in a project, or ~/.cursor/mcp.json) and Claude Desktop "
          "(claude_desktop_config.json):\n")
@@ -118,6 +127,20 @@ def _print_setup(result: dict[str, Any]) -> None:
     echo("\nPaste into CLAUDE.md (or AGENTS.md / Cursor rules):\n")
     echo(result["rules"])
     echo("Then: engram compile " + shlex.quote(result["vault"]) + "   (indexes the notes for search_notes)")
+
+
+def _print_obsidian(obsidian: dict[str, Any], echo: Any) -> None:
+    """Prints where each offered Obsidian setting stands, and the option that applies it."""
+    if obsidian["error"]:
+        echo(f"obsidian: settings not offered: {obsidian['error']}")
+        return
+    for setting in obsidian["settings"]:
+        where = f"{setting['file']} {setting['key']} += {json.dumps(setting['value'])}"
+        if setting["state"] == "offered":
+            echo(f"obsidian: not changed; `engram setup --obsidian-{setting['name']}` would add {where}")
+            echo(f"          ({setting['effect']})")
+        else:
+            echo(f"obsidian: {'added' if setting['state'] == 'applied' else 'already set'}: {where}")
 
 
 @click.command("install-hook")

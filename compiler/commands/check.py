@@ -16,7 +16,7 @@ from typing import Any
 
 from compiler.commands.build_state import BuildState, load_state
 from compiler.core.errors import BuildWarning
-from compiler.core.files import is_generated
+from compiler.core.files import GENERATED_YAML, is_generated
 from compiler.core.settings import Settings
 from compiler.notes.scan import file_sha256, scan_vault
 
@@ -112,7 +112,8 @@ def _check_pages(root: Path, settings: Settings, state: BuildState, report: Chec
         elif file_sha256(path) != sha and is_generated(path):
             problems.append(BuildWarning(page, 0, "generated page edited or out of date", "edited-page"))
     out = root / settings.out
-    leftovers = sorted(p.relative_to(root).as_posix() for p in out.rglob("*.md")) if out.is_dir() else []
+    leftovers = sorted(p.relative_to(root).as_posix() for suffix in (".md", *GENERATED_YAML)
+                       for p in out.rglob(f"*{suffix}")) if out.is_dir() else []
     problems += [BuildWarning(p, 0, "generated page the last compile did not produce", "leftover-page")
                  for p in leftovers if p not in state.pages and not (root / p).is_symlink() and is_generated(root / p)]
     return problems

@@ -1,8 +1,9 @@
 """`engram setup` and `engram install-hook`: how agents and git plug into a vault.
 
 `setup_vault` writes the few files engram owns (.engram/, its .gitignore, a commented
-engram.toml; never a person's file), checks that the embedding model loads offline, and returns
-the configuration an agent needs. `install_hook` writes a git pre-commit hook that runs
+engram.toml; never a person's file), checks that the embedding model loads offline, offers the
+Obsidian settings that keep generated pages out of the way (changed only when asked:
+obsidian_settings.py), and returns the configuration an agent needs. `install_hook` writes a git pre-commit hook that runs
 `engram check`. Both return a dict (what the CLI prints, as JSON with --json) and raise an
 EngramError for an expected failure.
 
@@ -21,7 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compiler.core.errors import EngramError, GitError, ModelLoadError, UsageError
+from compiler.core.errors import (
+    CorruptDataError,
+    EngramError,
+    GitError,
+    ModelLoadError,
+    UsageError,
+)
 from compiler.core.settings import load_settings
 from compiler.core.vault import find_vault
 from compiler.sync.git import git
@@ -55,20 +62,40 @@ ENGRAM_TOML = """\
 
 # -- engram setup ----------------------------------------------------------------------------------
 
-def setup_vault(vault: str | None, *, project: str = "", check_model: bool = True) -> dict[str, Any]:
+def setup_vault(vault: str | None, *, project: str = "", check_model: bool = True,
+                obsidian: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Prepares a vault for engram; returns what an agent needs to connect to it.
 
     Returns {"vault", "created" (the files it wrote), "model" ({"skipped": True} without
     `check_model`, else the model's identity and dimension, or {"error": ...} when it does not
-    load), "claude_code", "cursor", "claude_desktop", "rules"}. A model that fails to load is
+    load), "obsidian", "claude_code", "cursor", "claude_desktop", "rules"}. A model that fails to load is
     reported in the result, not raised: the files are written and the configuration is still
     worth printing. Raises UsageError when there is no such folder or no vault is found.
+
+    `obsidian` names the Obsidian settings to apply ("exclude", "graph": compiler.commands.
+    obsidian_settings); the others are only offered. "obsidian" is {"settings": [...], "error"}:
+    an unreadable Obsidian file is reported there when nothing was asked of it, and raised
+    (CorruptDataError) when a change to it was.
     """
     root = setup_root(vault)
     created = create_vault_files(root)
     settings = load_settings(root)  # after engram.toml exists: a bad one the person wrote is a UsageError
+    offered = _obsidian(root, settings.out, obsidian)
     model = model_check(settings.model) if check_model else {"skipped": True}
-    return {"vault": str(root), "created": created, "model": model, **agent_configs(root, project)}
+    return {"vault": str(root), "created": created, "model": model, "obsidian": offered, **agent_configs(root, project)}
+
+
+def _obsidian(root: Path, out: str, names: frozenset[str]) -> dict[str, Any]:
+    """Applies the Obsidian settings in `names`; returns where each offered one stands."""
+    from compiler.commands.obsidian_settings import apply_settings, offered_settings
+
+    try:
+        found = apply_settings(root, out, set(names)) if names else offered_settings(root, out)
+    except CorruptDataError as error:
+        if names:
+            raise
+        return {"settings": [], "error": str(error)}
+    return {"settings": [s.to_dict() for s in found], "error": ""}
 
 
 def setup_root(vault: str | None) -> Path:

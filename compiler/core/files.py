@@ -16,6 +16,7 @@ from pathlib import Path
 from compiler.core.errors import BuildWarning, UsageError, full_disk_guard
 
 MARKER = "generated_by: engram"
+GENERATED_YAML = (".base",)  # generated pages that are YAML, not Markdown
 MAX_NAME_BYTES = 255  # one file name, in bytes, on ext4, APFS, NTFS and most others
 
 
@@ -62,12 +63,15 @@ def bounded_name(stem: str, suffix: str, key: str) -> str:
 
 
 def is_generated(path: Path) -> bool:
-    """True when the file's frontmatter carries our marker."""
+    """True when the file's frontmatter carries our marker (a YAML file such as an Obsidian `.base`,
+    which has no frontmatter, carries it as its first line: `# generated_by: engram`)."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(4096).decode("utf-8", errors="replace")
     except OSError:
         return False
+    if path.suffix in GENERATED_YAML:
+        return head.split("\n", 1)[0] == f"# {MARKER}"
     if not head.startswith("---\n"):
         return False
     frontmatter = head[4:].split("\n---", 1)[0]
@@ -143,7 +147,7 @@ def _delete_stale(vault: Path, out: str, wanted: set[str]) -> list[str]:
     deleted: list[str] = []
     if not root.is_dir():
         return deleted
-    for path in sorted(root.rglob("*.md")):
+    for path in sorted(p for suffix in (".md", *GENERATED_YAML) for p in root.rglob(f"*{suffix}")):
         relative = path.relative_to(root).as_posix()
         if relative not in wanted and not path.is_symlink() and is_generated(path):
             path.unlink()

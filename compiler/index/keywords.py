@@ -101,6 +101,12 @@ class KeywordIndex:
                 found[path] = NoteRow(*row)
         return found
 
+    def notes_with_hash_prefix(self, prefix: str) -> list[NoteRow]:
+        """Returns the note rows whose sha256 starts with `prefix` (lowercase hex): what a docid names."""
+        rows = self._db.execute("SELECT path, sha256, title, tags FROM notes WHERE substr(sha256, 1, ?) = ? "
+                                "ORDER BY path", (len(prefix), prefix))
+        return [NoteRow(*row) for row in rows]
+
     def search(self, query: str, limit: int) -> list[KeywordHit]:
         """Returns up to `limit` sections matching any word of `query`, best BM25 first."""
         expression = match_expression(query)

@@ -209,7 +209,8 @@ def build_server(memory: MemoryServer) -> FastMCP:
             memory.vault, query, n, Filters(), embedder=m.embedder(), chroma_url=memory.settings.chroma_url,
             graph_bonus=memory.settings.graph_bonus))
 
-    @tool(description="Read one note (.md or .qmd) by its vault-relative path, as search_notes returns it.")
+    @tool(description="Read one note (.md or .qmd) by its vault-relative path or its docid (#3f9a1c), "
+                      "as search_notes returns them.")
     async def get_note(path: Annotated[str, Field(max_length=MAX_PATH_CHARS)]) -> str:
         return await memory.call(lambda m: read_note(memory.vault, path, memory.settings.max_note_bytes))
 

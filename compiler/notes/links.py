@@ -146,12 +146,16 @@ def _shortest(index: _VaultIndex, name: str | None) -> tuple[str, ...]:
     return tuple(sorted(path for path in candidates if rank(path) == best))
 
 
+def missing_kind(link: Link) -> str:
+    """Returns what a broken link wants: "file" (an attachment, by its extension) or "note"."""
+    return "file" if posixpath.splitext(link.target)[1].lower() in ATTACHMENT_SUFFIXES else "note"
+
+
 def _warning(resolved: ResolvedLink) -> BuildWarning | None:
     """Returns the warning for a broken or ambiguous link, None for a clean one."""
     link, shown = resolved.link, _as_written(resolved.link)
     if resolved.status == "broken":
-        suffix = posixpath.splitext(link.target)[1].lower()
-        what = "file" if suffix in ATTACHMENT_SUFFIXES else "note"
+        what = missing_kind(link)
         message = f'broken link {shown}: no {what} named "{link.target}"'
         return BuildWarning(resolved.source, link.line, message, "broken-link")
     if resolved.status == "ambiguous":

@@ -10,7 +10,7 @@ Every token these rules make (and every markdown `link_open` / `image`) carries
 adds the block's `map[0]` to get the line in the parsed text.
 
 The readers at the end turn tokens back into plain data: `extract_links`, `plain_text` and
-`is_link_list`.
+`is_link_list`; `inert` goes the other way, making plain text safe to write into a page.
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ _COMMENT_PARTS_RE = re.compile(r"(`+|%%)")
 _MAYBE_CODE_RE = re.compile(r"```|~~~|^(?: {4}|\t)", re.MULTILINE)  # may hold a code block
 _NEWLINES_KEY = "engram_newlines"
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")  # http:, mailto:, obsidian:, C:
+
+# What Obsidian would read as markup in plain text: links and embeds ("[", "]"), code, emphasis,
+# table cells, math, highlights ("=="), strikethrough, comments ("%%"), HTML and entities,
+# block ids ("^") and tags ("#" before a tag character). "_" only counts at a word's edge.
+_MARKUP_RE = re.compile(r"[\\`*\[\]|$^]|==|~~|%%|(?<!\w)_|_(?!\w)|<(?=[A-Za-z/!?])|&(?=#?\w+;)|#(?=[\w\-/])")
 
 InlineRule = Callable[[StateInline, bool], bool]
 
@@ -211,6 +216,12 @@ def _code_lines(text: str) -> set[int]:
     return lines
 
 
+def inert(text: object) -> str:
+    """Returns plain text as Markdown that Obsidian shows as that text: no link, tag, code span,
+    emphasis or table cell comes alive (each markup character gets a CommonMark backslash escape)."""
+    return _MARKUP_RE.sub(lambda m: "".join("\\" + ch for ch in m.group(0)), " ".join(str(text).split()))
+
+
 def plain_text(children: Sequence[Token]) -> str:
     """Returns the readable text of inline tokens: markup dropped, wikilinks shown as their
     alias (or target), embeds, images and HTML left out, whitespace collapsed."""
@@ -297,5 +308,55 @@ def _markdown_link(href: str, line: int, kind: str, label: str) -> Link | None:
     return Link(target, line, kind, heading, block, label)
 
 
+def escape_table_wikilinks(text: str) -> tuple[str, list[tuple[int, str]]]:
+    """Returns `text` with the unescaped alias pipes of wikilinks in table rows escaped, and the
+    (0-based line, link as written) of each link changed.
+
+    `| [[Propiedades|propiedades]] |` is two cells to a Markdown table, in Obsidian too: its help
+    says to write `[[Propiedades\\|propiedades]]` inside tables, and the rendered table shows no
+    link. The writer clearly meant one, so it is kept (as if escaped) and the caller warns.
+    """
+    if "[[" not in text or not _TABLE_DELIMITER_RE.search(text):  # no table: skip the block pass
+        return text, []
+    lines, changed = text.split("\n"), []
+    for index in _table_lines(text):
+        if "[[" not in lines[index]:
+            continue
+        row, found = _escape_row(lines[index])
+        if found:
+            lines[index] = row
+            changed += [(index, link) for link in found]
+    return ("\n".join(lines), changed) if changed else (text, [])
+
+
+_TABLE_DELIMITER_RE = re.compile(r"^ {0,3}\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$", re.MULTILINE)
+_ROW_WIKILINK_RE = re.compile(r"!?\[\[[^\[\]\n]*?\]\]")
+_BARE_PIPE_RE = re.compile(r"(?<!\\)\|")
+
+
+def _escape_row(row: str) -> tuple[str, list[str]]:
+    """Returns a table row with pipes escaped inside its wikilinks (not in code spans), and those links."""
+    found: list[str] = []
+
+    def escape(match: re.Match[str]) -> str:
+        link = match.group(0)
+        if row.count("`", 0, match.start()) % 2 or not _BARE_PIPE_RE.search(link):
+            return link  # inside a code span, or nothing to escape
+        found.append(link)
+        return _BARE_PIPE_RE.sub(r"\\|", link)
+
+    return _ROW_WIKILINK_RE.sub(escape, row), found
+
+
+def _table_lines(text: str) -> list[int]:
+    """Returns the 0-based indices of the body rows of Markdown tables (code blocks excluded)."""
+    rows: list[int] = []
+    for token in _TABLE_PARSER.parse(text):
+        if token.type == "tbody_open" and token.map:
+            rows += range(token.map[0], token.map[1])
+    return rows
+
+
 # A block-level pass is all `strip_comments` needs to find code; inline parsing is skipped.
 _BLOCK_PARSER = MarkdownIt("commonmark").disable("inline")
+_TABLE_PARSER = MarkdownIt("commonmark").enable("table").disable("inline")

@@ -21,8 +21,15 @@ from frontmatter.default_handlers import YAMLHandler
 from markdown_it.token import Token
 
 from compiler.core.errors import BuildWarning
-from compiler.notes.markdown_rules import (extract_links, is_link_list, markdown_parser,
-                                          plain_text, split_wikilink, strip_comments)
+from compiler.notes.markdown_rules import (
+    escape_table_wikilinks,
+    extract_links,
+    is_link_list,
+    markdown_parser,
+    plain_text,
+    split_wikilink,
+    strip_comments,
+)
 from compiler.notes.note_bytes import decode, limit_size, text_bytes
 from compiler.notes.records import Heading, Link, Note, Section
 
@@ -53,7 +60,11 @@ def parse_note(
     text = decode(path, limit_size(path, data, max_bytes, warnings), warnings)
     front, body, offset, valid, yaml_lines = _split_frontmatter(path, text, warnings)
     body = strip_comments(body)
-    tokens = _PARSER.parse(body)
+    parsed_body, table_links = escape_table_wikilinks(body)
+    tokens = _PARSER.parse(parsed_body)
+    warnings += [BuildWarning(path, offset + index + 1, f"{link} in a table row: Obsidian splits the cell at "
+                              f"its unescaped \"|\" and shows no link; write {link.replace('|', chr(92) + '|')} "
+                              "(engram reads it as that link)", "table-link") for index, link in table_links]
     headings = _headings(tokens, offset)
     note = Note(
         path=path,

@@ -140,7 +140,17 @@ def _add_graph_bonus(hits: list[dict[str, Any]], graph: Any, bonus: float) -> No
 
 def _hit(row: NoteRow, line: int, score: float, snippet: str) -> dict[str, Any]:
     return {"docid": "#" + row.sha256[:6], "score": score, "file": row.path, "line": line, "title": row.title,
-            "snippet": snippet}
+            "snippet": unmark_links(snippet)}
+
+
+# A wikilink in a snippet, or the end of one that the snippet's start cut off.
+_SNIPPET_LINK_RE = re.compile(r"\[\[[^\[\]\n]*(?:\]\]|$)|^[^\[\]\n]*\]\]")
+
+
+def unmark_links(snippet: str) -> str:
+    """Returns an FTS snippet without its `**` match marks inside wikilinks: `[[**Canvas**|**canvas**]]`
+    would link to a note called "**Canvas**"."""
+    return _SNIPPET_LINK_RE.sub(lambda m: m.group(0).replace("**", ""), snippet) if "[[" in snippet or "]]" in snippet else snippet
 
 
 def _finish(hits: list[dict[str, Any]], n: int, filters: Filters) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """Memory pages: one page per live observation, a page per project, and the archive.
 
-Page paths come from slugs, never from raw titles or project names: ASCII letters, digits and
-dashes only, no reserved device names, and the memory id's tail for uniqueness and stability.
+Page paths come from slugs, never from raw titles or project names: lower-case letters and digits
+of any script joined by dashes (accents dropped from Latin letters, so "Diseño" → "diseno", while
+"Решение", "Απόφαση" and "语义图谱" stay readable), no punctuation, no reserved device names, bounded
+in UTF-8 bytes, and the memory id's tail for uniqueness and stability.
 The observation's content sits between two HTML comments, so a person's edit of it can be read
 back as an update event (see `read_edited_content`).
 """
@@ -20,16 +22,33 @@ import jinja2
 from compiler.events.checks import CATEGORIES
 from compiler.memory.model import Observation, association_graph, half_life_days
 
+# A slug's bytes: room for the id tail and ".md" in a folder slug, far below any file-name limit
+# (a CJK title of 50 characters is 150 bytes).
+SLUG_BYTES = 120
 CONTENT_START, CONTENT_END = "<!-- engram:content -->", "<!-- /engram:content -->"
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)),
              "index", "archive"}
 
 
 def slugify(text: str, limit: int = 60) -> str:
-    """Returns a safe file-name stem: lower-case ASCII words joined by dashes, never empty or reserved."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:limit].strip("-") or "memory"
+    """Returns a safe file-name stem: lower-case words of letters and digits joined by dashes, at
+    most `limit` characters and SLUG_BYTES bytes of UTF-8, never empty or reserved."""
+    words = "".join(_slug_char(ch) for ch in unicodedata.normalize("NFC", text).lower())
+    slug = re.sub(r"-+", "-", words).strip("-")[:limit]
+    slug = slug.encode("utf-8")[:SLUG_BYTES].decode("utf-8", errors="ignore").strip("-") or "memory"
     return f"m-{slug}" if slug in _RESERVED else slug
+
+
+def _slug_char(ch: str) -> str:
+    """Returns one character of a slug: itself for a letter or digit (an accented Latin letter as its
+    ASCII base), else a dash. Marks, symbols, spaces, controls and bidi overrides all become dashes."""
+    if ch.isascii():
+        return ch if ch.isalnum() else "-"
+    base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+    if base.isascii() and base.isalnum():
+        return base.lower()  # é → e, ﬁ → fi
+    # A letter or digit of another script stays as written: Cyrillic "й" keeps its breve.
+    return ch if unicodedata.category(ch)[0] in "LN" and ch.isalnum() else "-"
 
 
 def project_slugs(projects: Sequence[str]) -> dict[str, str]:
@@ -73,6 +92,7 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
         pages[f"projects/{projects[project]}.md"] = project_template.render(**_project(project, members, paths, now))
     archived = sorted((o for i, o in state.items() if i in pruned or not o.live), key=lambda o: (o.project, o.id))
     pages["memory/archive.md"] = env.get_template("archive.md.j2").render(archived=archived, now=now)
+    pages["memory/memories.base"] = env.get_template("memories.base.j2").render()  # Obsidian Bases view
     return pages, {page: memory_id for memory_id, page in paths.items()}
 
 

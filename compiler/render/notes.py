@@ -9,16 +9,21 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 
+from compiler.core.clock import parse_time
 from compiler.core.errors import BuildWarning
 from compiler.core.files import bounded_name
+from compiler.notes.links import missing_kind
+from compiler.notes.markdown_rules import inert
 from compiler.notes.records import Note, ResolvedLink
 
 PACKAGE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # editable checkout
@@ -43,8 +48,14 @@ def template_environment(override_dir: Path | None, out: str = "_engram") -> jin
     loaders.append(_bundled_loader())
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), keep_trailing_newline=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
-    env.filters.update(wikilink=wikilink, yaml=yaml_value, cell=table_cell)
+    env.filters.update(wikilink=wikilink, yaml=yaml_value, cell=table_cell, inert=inert, code=code_span,
+                       mermaid_text=mermaid_text, iso=iso_time)
     env.globals["page"] = lambda path, text="": wikilink(f"{out}/{path}", text)  # a link to a generated page
+    # Generated pages link a note from two places only, the catalog and its own backlinks page; every
+    # other mention goes through the note's backlinks page, so Obsidian's backlinks pane and graph
+    # show the people's links, not ours.
+    env.globals["via"] = lambda note: wikilink(f"{out}/{backlinks_page(note.path)}", note.title)
+    env.globals["out"] = out
     return env
 
 
@@ -82,9 +93,22 @@ def render_note_pages(view: VaultView, env: jinja2.Environment, out: str) -> dic
         linked = {l.source for l in incoming[note.path]} | {l.target for l in outgoing[note.path]}
         related = [(by_path[p], c) for p, c in view.neighbours.get(note.path, ()) if p not in linked and p in by_path]
         pages[backlinks_page(note.path)] = backlinks.render(
-            note=note, incoming=[(by_path[l.source], l) for l in incoming[note.path]],
-            outgoing=outgoing[note.path], related=related, by_path=by_path)
+            note=note, incoming=[(by_path[link.source], link, n) for link, n in places(incoming[note.path])],
+            sources=len({l.source for l in incoming[note.path]}), outgoing=places(outgoing[note.path]),
+            related=related, by_path=by_path)
     return pages
+
+
+def places(links: Sequence[ResolvedLink]) -> list[tuple[ResolvedLink, int]]:
+    """Returns one (link, how many) per place: a line holding the same link three times is one row."""
+    counts = Counter((l.source, l.target, l.link.line, l.link.kind, l.link.heading, l.link.block,
+                      l.link.target if l.status == "broken" else "") for l in links)
+    first: dict[tuple, ResolvedLink] = {}
+    for link in links:
+        key = (link.source, link.target, link.link.line, link.link.kind, link.link.heading, link.link.block,
+               link.link.target if link.status == "broken" else "")
+        first.setdefault(key, link)
+    return [(link, counts[key]) for key, link in first.items()]
 
 
 def _catalog(view: VaultView, out: str) -> dict[str, Any]:
@@ -99,6 +123,16 @@ def _catalog(view: VaultView, out: str) -> dict[str, Any]:
             "out": out, "top_folders": sorted(top.items()), "projects": view.projects}
 
 
+@dataclass(frozen=True)
+class Missing:
+    """One page or file that broken links want, with who wants it."""
+
+    target: str  # as written in the first link that wants it
+    kind: str  # "note" | "file"
+    links: int
+    sources: tuple[str, ...]  # notes that link to it, sorted
+
+
 def _health(view: VaultView, incoming: Mapping[str, list], outgoing: Mapping[str, list]) -> dict[str, Any]:
     broken = [l for l in view.links if l.status == "broken"]
     ambiguous = [l for l in view.links if l.status == "ambiguous"]
@@ -106,19 +140,46 @@ def _health(view: VaultView, incoming: Mapping[str, list], outgoing: Mapping[str
                if not incoming.get(n.path) and not any(l.status != "broken" for l in outgoing.get(n.path, ()))]
     frontmatter = [w for w in view.warnings if w.kind == "frontmatter"]
     other = [w for w in view.warnings if w.kind not in ("frontmatter", "broken-link", "ambiguous-link")]
-    counts = {"Broken links": len(broken), "Ambiguous links": len(ambiguous), "Orphan notes": len(orphans),
-              "Invalid frontmatter": len(frontmatter), "Other warnings": len(other)}
+    missing = missing_targets(broken)
+    notes_wanted = [m for m in missing if m.kind == "note"]
+    files_wanted = [m for m in missing if m.kind == "file"]
+    # The chart shows every link by outcome: it has more than one slice whenever anything resolves.
+    outcomes = {"Resolved": sum(1 for l in view.links if l.status == "ok"), "Ambiguous": len(ambiguous),
+                "Missing note": sum(m.links for m in notes_wanted), "Missing file": sum(m.links for m in files_wanted)}
+    by_note = sorted({(l.source, l.link.target) for l in broken}, key=lambda st: (st[1].lower(), st[0]))
+    broken_rows = [(source, target, sorted({l.link.line for l in broken if l.source == source and l.link.target == target}))
+                   for source, target in by_note]
     return {"notes": view.notes, "broken": broken, "ambiguous": ambiguous, "orphans": orphans,
-            "frontmatter": frontmatter, "other": other, "counts": counts}
+            "frontmatter": frontmatter, "other": other, "notes_wanted": notes_wanted, "files_wanted": files_wanted,
+            "outcomes": outcomes, "broken_rows": broken_rows}
+
+
+def missing_targets(broken: Sequence[ResolvedLink]) -> list[Missing]:
+    """Returns the notes and files broken links want, most-wanted first: links that differ only in
+    case or Unicode form want the same page, as Obsidian would create one for all of them."""
+    groups: dict[tuple[str, str], list[ResolvedLink]] = defaultdict(list)
+    for link in broken:
+        target = link.link.target.strip()
+        groups[(missing_kind(link.link), unicodedata.normalize("NFC", target).lower())].append(link)
+    found = [Missing(links[0].link.target.strip(), kind, len(links), tuple(sorted({l.source for l in links})))
+             for (kind, _), links in groups.items()]
+    return sorted(found, key=lambda m: (-m.links, m.target.lower()))
 
 
 _UNSAFE_ALIAS = re.compile(r"[\[\]|\n\r]+")
 
 
+# A wikilink's target ends at "#" (a heading), "^" or "|"; Obsidian cannot link such a name.
+_UNLINKABLE = re.compile(r"[#^|\[\]]")
+
+
 def wikilink(path: str, text: str = "") -> str:
-    """Returns `[[path|text]]` with the extension of .md notes dropped, safe for any title."""
+    """Returns `[[path|text]]` with the extension of .md notes dropped, safe for any title; a path a
+    wikilink cannot hold ("Tips #1.md") becomes a Markdown link with the path percent-encoded."""
     target = path[:-3] if path.endswith(".md") else path
     shown = _UNSAFE_ALIAS.sub(" ", text).strip()
+    if _UNLINKABLE.search(target):
+        return f"[{inert(shown or posixpath.basename(target))}]({quote(path)})"
     return f"[[{target}|{shown}]]" if shown and shown != target else f"[[{target}]]"
 
 
@@ -129,4 +190,27 @@ def yaml_value(value: Any) -> str:
 
 def table_cell(value: Any) -> str:
     """Returns text safe inside a Markdown table cell."""
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    # A pipe that `inert` escaped already stays as it is; Obsidian reads `\|` as a pipe, not a cell edge.
+    return re.sub(r"(?<!\\)\|", r"\\|", str(value).replace("\n", " "))
+
+
+def code_span(value: Any) -> str:
+    """Returns `value` as an inline code span, fenced by more backticks than it holds in a row."""
+    text = " ".join(str(value).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def mermaid_text(value: Any) -> str:
+    """Returns a quoted Mermaid label: Mermaid has no escape for `"` inside one, so it becomes `'`."""
+    return '"' + " ".join(str(value).replace('"', "'").split()) + '"'
+
+
+def iso_time(value: str) -> str:
+    """Returns an engram time ("2026-11-30 12:00:00", UTC) as ISO 8601, the form Obsidian's date & time
+    properties read: "2026-11-30T12:00:00" (no offset, as Obsidian writes them; engram times are UTC)."""
+    try:
+        return parse_time(value).replace(tzinfo=None).isoformat(timespec="seconds")
+    except ValueError:  # never seen in a folded event; shown as it is rather than failing the build
+        return yaml_value(value)

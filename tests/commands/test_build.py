@@ -48,9 +48,11 @@ def test_first_compile_indexes_notes_and_writes_pages(make_vault, fake_embedder)
             "_engram/backlinks/Analyses/cost.qmd.links.md"} <= set(report.written)
     alpha = (vault / "_engram/backlinks/Projects/Alpha.links.md").read_text()
     assert alpha.startswith("---\ngenerated_by: engram\n")
-    assert "[[Home]]" in alpha and "[[Projects/Beta|Beta]]" in alpha  # linked from Home, embedded by Beta
+    # linked from Home, embedded by Beta: each row links the other note's backlinks page, not the note
+    assert "[[_engram/backlinks/Home.links|Home]]" in alpha and "[[_engram/backlinks/Projects/Beta.links|Beta]]" in alpha
+    assert "[[Projects/Alpha|Alpha]]" in alpha and "[[Home]]" not in alpha
     beta = (vault / "_engram/backlinks/Projects/Beta.links.md").read_text()
-    assert "[[Analyses/cost.qmd|Cost analysis]]" in beta and "Quarto" in beta  # .qmd backlinks become visible
+    assert "[[_engram/backlinks/Analyses/cost.qmd.links|Cost analysis]]" in beta and "Quarto" in beta  # .qmd backlinks become visible
     health = (vault / "_engram/health.md").read_text()
     assert "[[Lonely]]" in health  # the orphan
 

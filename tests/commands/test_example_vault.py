@@ -51,8 +51,9 @@ def test_compile_reports_the_planted_problems(compiled):
 
 def test_pages_match_the_committed_golden_files(compiled):
     vault, _ = compiled
-    produced = {p.relative_to(vault).as_posix(): p.read_bytes() for p in (vault / "_engram").rglob("*.md")}
-    golden = {p.relative_to(EXAMPLE_VAULT).as_posix(): p.read_bytes() for p in (EXAMPLE_VAULT / "_engram").rglob("*.md")}
+    produced = {p.relative_to(vault).as_posix(): p.read_bytes() for p in (vault / "_engram").rglob("*") if p.is_file()}
+    golden = {p.relative_to(EXAMPLE_VAULT).as_posix(): p.read_bytes()
+              for p in (EXAMPLE_VAULT / "_engram").rglob("*") if p.is_file()}
     assert sorted(produced) == sorted(golden)
     changed = [p for p in produced if produced[p] != golden[p]]
     assert not changed, f"regenerate with `make compile` if intended: {changed[:5]}"
@@ -61,14 +62,14 @@ def test_pages_match_the_committed_golden_files(compiled):
 def test_same_name_notes_resolve_by_folder(compiled):
     vault, _ = compiled
     pipeline = (vault / "_engram/backlinks/Projects/Data Pipeline/Overview.links.md").read_text()
-    assert "[[Projects/Data Pipeline/dbt Models|" in pipeline
-    assert "[[Projects/Payments/Checkout Flow|" not in pipeline
+    assert "[[_engram/backlinks/Projects/Data Pipeline/dbt Models.links|" in pipeline
+    assert "Projects/Payments/Checkout Flow" not in pipeline
 
 
 def test_qmd_links_become_visible_on_backlink_pages(compiled):
     vault, _ = compiled
     pages = [p.read_text() for p in (vault / "_engram/backlinks").rglob("*.links.md")]
-    assert any("[[Analyses/churn-model.qmd|" in page for page in pages)
+    assert any("[[_engram/backlinks/Analyses/churn-model.qmd.links|" in page for page in pages)
 
 
 @pytest.mark.parametrize("query, expected", [

@@ -171,6 +171,9 @@ def test_notes_tools_read_only_notes_inside_the_vault(vault, tmp_path):
         assert (await call("get_note", {"path": "Runbooks/Deploy"}))["path"] == "Runbooks/Deploy.md"
         assert (await call("get_note", {"path": "Analyses/latency.qmd"}))["content"].startswith("---")
         assert (await call("get_note", {"path": "Runbooks/inside-link.md"}))["content"].startswith("# Deploy")
+        assert (await call("get_note", {"path": hits[0]["docid"]}))["path"] == "Runbooks/Deploy.md"  # qmd's #docid
+        with pytest.raises(ToolFailed, match="no note has docid #000000"):
+            await call("get_note", {"path": "#000000"})
         for path, message in [("../secret.md", "'..'"), (str(outside), "absolute"), ("leak.md", "outside the vault"),
                               ("/etc/passwd", "absolute"), ("..\\..\\etc\\passwd", "'..'"),
                               ("C:\\Windows\\win.ini", "absolute"), (".engram/journal.jsonl", "hidden"),
