@@ -13,28 +13,35 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compiler.commands.build_inputs import forget_inputs, gather_inputs, save_inputs, unchanged_build
-from compiler.commands.build_state import BuildState, parser_fingerprint, previous_build, save_state
-from compiler.commands.compile_graph import related_notes, save_graph
-from compiler.commands.compile_index import choose_model, embed_sections, section_text, update_indexes
-from compiler.commands.compile_memories import compile_memories
-from compiler.commands.compile_notes import Parsed, parse_notes
+from compiler.commands.build_inputs import (
+    forget_inputs,
+    gather_inputs,
+    save_inputs,
+    unchanged_build,
+)
+from compiler.commands.build_state import (
+    BuildState,
+    parser_fingerprint,
+    previous_build,
+    save_state,
+)
 from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
-from compiler.core.files import contained, write_pages
+from compiler.core.files import contained
 from compiler.core.lock import writer_lock
 from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
-from compiler.index.embedder import Embedder
-from compiler.notes.links import resolve_links
+from compiler.index.embedder import Embedder, model_identity
 from compiler.notes.records import ResolvedLink
 from compiler.notes.scan import ScanResult, edited_since, scan_vault
-from compiler.render.notes import VaultView, render_note_pages, template_environment
 
-# VaultPaths and section_text are re-exported: benchmarks/bench.py imports them from here.
-__all__ = ["BuildReport", "VaultPaths", "compile_vault", "section_text"]
+if TYPE_CHECKING:
+    from compiler.commands.compile_notes import Parsed
+
+# VaultPaths is re-exported: benchmarks/bench.py imports it from here.
+__all__ = ["BuildReport", "VaultPaths", "compile_vault"]
 
 Warn = Callable[[BuildWarning], None]
 
@@ -86,49 +93,72 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     """
     started = time.perf_counter()
     paths = VaultPaths(vault.resolve())
-    model = choose_model(settings.model, embedder)
+    identity = embedder.identity if embedder else model_identity(settings.model)
     with writer_lock(paths.engram):
         contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
         overrides = _template_overrides(paths, settings)
-        last, scanned = unchanged_build(paths, settings, model.identity, overrides)
+        last, scanned = unchanged_build(paths, settings, identity, overrides)
         if last is not None:
             report = _unchanged_report(last, started)
             _tell(warn, report.warnings)
             return report
         forget_inputs(paths.inputs)
-        previous, reason = previous_build(paths, model.identity, settings)
-        scan = _rescan(paths, settings, previous, scanned)
-        with progress("parse", len(scan.edited)) as tick:
-            parsed = parse_notes(paths.root, scan, previous, settings, tick)
-        links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
-        found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings])
-        _tell(warn, found)
-        with progress("embed", parsed.sections) as tick:
-            embedded = embed_sections(paths.embeddings, parsed.notes, model, tick, parsed.moved_from)
-        update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
-        neighbours = related_notes(parsed.notes, embedded.vectors, settings)
-        save_graph(paths.graph, parsed.notes, links, neighbours)
-        env = template_environment(overrides, settings.out)
-        memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
-        _tell(warn, memory.warnings)
-        warnings = found + memory.warnings  # what the health page lists
-        view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
-        pages = {**render_note_pages(view, env, settings.out), **memory.pages}
-        written = write_pages(paths.root, settings.out, pages)
-        _tell(warn, written.warnings)
-        save_state(paths.state, BuildState(
-            model=model.identity, fingerprint=settings.index_fingerprint(), parser=parser_fingerprint(),
-            files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
-            memory_pages=memory.page_ids, pages=_page_hashes(settings.out, pages), memory_events=memory.events_digest))
-        report = BuildReport(
+        return _build(paths, settings, embedder, overrides, scanned, progress, warn, started)
+
+
+def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, overrides: Path,
+           scanned: ScanResult | None, progress: Progress, warn: Warn, started: float) -> BuildReport:
+    """Runs every stage (under the writer lock the caller holds); returns the report.
+
+    The stages are imported here, not at the top: a no-op compile in a new process (a
+    pre-commit hook, an editor's shell command) never pays for networkx, jinja2 or Chroma.
+    """
+    from compiler.commands.compile_graph import related_notes, save_graph
+    from compiler.commands.compile_index import (
+        choose_model,
+        embed_sections,
+        update_indexes,
+    )
+    from compiler.commands.compile_memories import compile_memories
+    from compiler.commands.compile_notes import parse_notes
+    from compiler.core.files import write_pages
+    from compiler.notes.links import resolve_links
+    from compiler.render.notes import VaultView, render_note_pages, template_environment
+
+    model = choose_model(settings.model, embedder)
+    previous, reason = previous_build(paths, model.identity, settings)
+    scan = _rescan(paths, settings, previous, scanned)
+    with progress("parse", len(scan.edited)) as tick:
+        parsed = parse_notes(paths.root, scan, previous, settings, tick)
+    links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
+    found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings])
+    _tell(warn, found)
+    with progress("embed", parsed.sections) as tick:
+        embedded = embed_sections(paths.embeddings, parsed.notes, model, tick, parsed.moved_from)
+    update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
+    neighbours = related_notes(parsed.notes, embedded.vectors, settings)
+    save_graph(paths.graph, parsed.notes, links, neighbours)
+    env = template_environment(overrides, settings.out)
+    memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
+    _tell(warn, memory.warnings)
+    warnings = found + memory.warnings  # what the health page lists
+    view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
+    pages = {**render_note_pages(view, env, settings.out), **memory.pages}
+    written = write_pages(paths.root, settings.out, pages)
+    _tell(warn, written.warnings)
+    save_state(paths.state, BuildState(
+        model=model.identity, fingerprint=settings.index_fingerprint(), parser=parser_fingerprint(),
+        files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
+        memory_pages=memory.page_ids, pages=_page_hashes(settings.out, pages), memory_events=memory.events_digest))
+    report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
         renamed=parsed.renamed, embedded=embedded.count, written=written.written, deleted=written.deleted,
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                   "maintenance": memory.maintenance},
-            seconds=round(time.perf_counter() - started, 3))
-        inputs = gather_inputs(paths, settings, model.identity, scan, overrides, bool(memory.events_digest))
-        save_inputs(paths.inputs, inputs, report.to_dict(), bool(memory.events_digest))
+        seconds=round(time.perf_counter() - started, 3))
+    inputs = gather_inputs(paths, settings, model.identity, scan, overrides, bool(memory.events_digest))
+    save_inputs(paths.inputs, inputs, report.to_dict(), bool(memory.events_digest))
     return report
 
 
