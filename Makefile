@@ -6,7 +6,7 @@ ENGRAM := $(VENV)/bin/engram
 STAMP  := $(VENV)/.installed
 EXAMPLE_TMP := $(CURDIR)/.venv/example-chunk
 
-.PHONY: install demo compile example-chunk test bench bench-recall bench-longmemeval clean
+.PHONY: install demo compile example-chunk test bench bench-quick bench-recall bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -47,9 +47,12 @@ example-chunk: install
 test: install
 	$(PY) -m pytest -q
 
+# One table of every figure (and benchmarks/results.json); bench-quick: small sizes, for development.
 bench: install
-	$(PY) benchmarks/bench.py
-	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/table.py
+
+bench-quick: install
+	$(PY) benchmarks/table.py --quick
 
 bench-recall: install
 	$(PY) benchmarks/locomo.py --data ../shared/data/locomo-dev.json

@@ -27,7 +27,8 @@ from compiler.index.embedder import load_embedder  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
 from compiler.memory.vault import VaultMemory  # noqa: E402
-from compiler.memory.write import write_memories  # noqa: E402
+from compiler.memory.write import store_memory, write_memories  # noqa: E402
+from benchmarks.bench import run_cli  # noqa: E402
 
 SUBJECTS = ["The payments API", "The billing worker", "Our staging cluster", "The data pipeline", "The search service",
             "The mobile app", "The auth gateway", "The nightly backup", "The analytics warehouse", "The CI runner",
@@ -63,32 +64,50 @@ def synthetic_memories(count: int, seed: int = 7) -> list[MemoryInput]:
     return items
 
 
+CHUNK = 1000  # memories per timed import chunk: the first and the last show whether a write's cost grows
+SINGLE_CALLS = 50  # one-at-a-time stores at the end, through one long-lived handle (what the MCP server holds)
+
+
 def run(count: int, queries: int) -> dict:
     vault = Path(tempfile.mkdtemp(prefix="engram-bench-memory-"))
     (vault / ".obsidian").mkdir()
     (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')
     settings = load_settings(vault)
     embedder = load_embedder(settings.model)
-    items = synthetic_memories(count)
+    items = synthetic_memories(count + SINGLE_CALLS)
+    items, singles = items[:count], items[count:]
     figures: dict = {"memories": count}
     started = time.perf_counter()
     embedder.embed([i.content for i in items[:2000]])
     figures["embed_2000_seconds"] = round(time.perf_counter() - started, 2)
     print(f"importing {count} memories…", file=sys.stderr)
+    chunk_rates, actions = [], {}
     started = time.perf_counter()
     with VaultMemory(vault, settings) as memories:
-        result = write_memories(memories, items)
-    figures["import_seconds"] = round(time.perf_counter() - started, 1)
+        for start in range(0, count, CHUNK):
+            chunk_started = time.perf_counter()
+            result = write_memories(memories, items[start:start + CHUNK])
+            chunk_rates.append(len(items[start:start + CHUNK]) / (time.perf_counter() - chunk_started))
+            for action, n in result["actions"].items():
+                actions[action] = actions.get(action, 0) + n
+        figures["import_seconds"] = round(time.perf_counter() - started, 1)
+        print(f"storing {SINGLE_CALLS} more one call at a time…", file=sys.stderr)
+        started = time.perf_counter()
+        for item in singles:
+            store_memory(memories, item)
+        figures["single_call_per_second"] = round(SINGLE_CALLS / (time.perf_counter() - started), 1)
     figures["import_per_second"] = round(count / figures["import_seconds"], 1)
-    figures["actions"] = result["actions"]
-    print("compiling…", file=sys.stderr)
+    figures["import_first_chunk_per_second"] = round(chunk_rates[0], 1)
+    figures["import_last_chunk_per_second"] = round(chunk_rates[-1], 1)
+    figures["actions"] = actions
+    print("compiling (a fresh `engram compile` process, its peak RSS polled)…", file=sys.stderr)
+    figures["compile_seconds"], _, figures["compile_peak_rss_mb"] = run_cli("compile", "-q", str(vault))
     started = time.perf_counter()
     report = compile_vault(vault, settings)
-    figures["compile_seconds"] = round(time.perf_counter() - started, 1)
-    figures["compile_pages_written"] = len(report.written)
+    figures["noop_compile_seconds"] = round(time.perf_counter() - started, 2)
+    figures["compile_pages_written"] = len(report.written)  # 0: the no-op wrote nothing
     figures["live"], figures["archived"] = report.memories["live"], report.memories["archived"]
-    started = time.perf_counter()
-    figures["noop_compile_seconds"] = round((compile_vault(vault, settings), time.perf_counter() - started)[1], 1)
+    figures["noop_compile_cli_seconds"] = round(run_cli("compile", "-q", str(vault))[0], 2)
     figures.update(_recall_latency(vault, settings, queries))
     figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     figures["import_vs_pure_embedding"] = round(figures["import_seconds"] / (figures["embed_2000_seconds"] * count / 2000), 2)
@@ -123,9 +142,14 @@ def main() -> None:
     print(f"memories                 {figures['memories']}")
     print(f"import (resolve + index) {figures['import_seconds']:8.1f} s   {figures['import_per_second']:.0f}/s   "
           f"{figures['import_vs_pure_embedding']:.2f}× pure embedding   actions {figures['actions']}")
-    print(f"compile                  {figures['compile_seconds']:8.1f} s   {figures['compile_pages_written']} pages   "
+    print(f"compile                  {figures['compile_seconds']:8.1f} s   "
           f"live {figures['live']} archived {figures['archived']}")
-    print(f"no-op compile            {figures['noop_compile_seconds']:8.1f} s")
+    print(f"import rate first / last {figures['import_first_chunk_per_second']:.0f} / "
+          f"{figures['import_last_chunk_per_second']:.0f} per s (chunks of {CHUNK})")
+    print(f"one call at a time       {figures['single_call_per_second']:.1f} per s at {figures['memories']} memories")
+    print(f"compile peak RSS         {figures['compile_peak_rss_mb']:.0f} MB")
+    print(f"no-op compile            {figures['noop_compile_seconds']:8.2f} s in process · "
+          f"{figures['noop_compile_cli_seconds']:.2f} s as a new process")
     print(f"recall p50 / p95         {figures['recall_p50_ms']:.0f} / {figures['recall_p95_ms']:.0f} ms")
     print(f"peak memory              {figures['peak_rss_mb']} MB")
 

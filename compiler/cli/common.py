@@ -1,4 +1,4 @@
-"""What every `engram` command shares: the vault options, JSON output, progress bars, and the one
+"""What every `engram` command shares: the vault options, JSON output, warnings, and the one
 place an expected failure becomes a line on stderr and an exit code (`EngramGroup.invoke`).
 
 Human messages go to stderr, results to stdout; `--json` prints exactly one JSON value.
@@ -8,9 +8,7 @@ Exit codes: 0 ok, 1 failure (or warnings with --strict), 2 usage.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +88,6 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return vault_option(json_option(now_option(command)))
 
 
-@contextmanager
-def stderr_progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr for long stages; silent when stderr is not a terminal."""
-    if total < 20 or not sys.stderr.isatty():
-        yield lambda n: None
-        return
-    with click.progressbar(length=total, label=f"{label:<6}", file=sys.stderr) as bar:
-        yield bar.update
+def echo_warning(warning: Any) -> None:
+    """Prints one warning (a BuildWarning) on stderr: `warning: path:line: message`."""
+    click.echo(f"warning: {warning.file}{f':{warning.line}' if warning.line else ''}: {warning.message}", err=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from compiler.cli.common import common_options, emit_json, vault_and_settings
+from compiler.cli.progress import stderr_progress
 
 if TYPE_CHECKING:
     from compiler.memory.vault import VaultMemory
@@ -74,13 +75,17 @@ def memory_add(content: str, title: str, project: str, category: str, importance
 
 @memory_group.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no warnings on stderr (the summary and --json stay).")
 @common_options
-def memory_import(file: Path, vault: str | None, now: str | None, as_json: bool) -> None:
-    """Store every memory of a JSON-lines FILE (content, title, project, category, importance, created_at, source_id)."""
+def memory_import(file: Path, quiet: bool, vault: str | None, now: str | None, as_json: bool) -> None:
+    """Store every memory of a JSON-lines FILE (content, title, project, category, importance, created_at, source_id).
+
+    Shows progress on stderr while it works: a bar on a terminal, else a line every few seconds.
+    """
     from compiler.memory.write import import_memories
 
-    summary = _memory_call(vault, now, lambda m: import_memories(m, file))
-    for warning in summary["skipped"]:
+    summary = _memory_call(vault, now, lambda m: import_memories(m, file, stderr_progress(quiet)))
+    for warning in summary["skipped"] if not quiet else ():
         click.echo(f"warning: {warning['file']}:{warning['line']}: {warning['message']}", err=True)
     _print(summary, as_json, lambda r: f"imported {r['read']} lines: {r['actions']} · {r['embedded']} embedded")
 

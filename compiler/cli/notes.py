@@ -17,11 +17,12 @@ from typing import Any
 import click
 
 from compiler.cli.common import (
+    echo_warning,
     emit_json,
-    stderr_progress,
     vault_and_settings,
     vault_option,
 )
+from compiler.cli.progress import stderr_progress
 from compiler.core.errors import InputError, UsageError
 
 
@@ -39,18 +40,19 @@ def compile_command(vault_path: str | None, vault: str | None, as_json: bool, st
                     chroma_url: str | None, now: str | None, quiet: bool) -> None:
     """Compile VAULT (default: the vault around the current folder): index notes, write pages.
 
-    Prints a one-line summary on stderr (what an Obsidian shell command shows).
+    Prints each warning on stderr as soon as it is found, progress while it works (a bar on a
+    terminal, else a line every few seconds), then a one-line summary (what an Obsidian shell
+    command shows).
     """
     from compiler.commands.compile import compile_vault
 
     root, settings = vault_and_settings(vault_path or vault, builds_index=True, out=out, model=model,
                                         chroma_url=chroma_url, now=now)
-    report = compile_vault(root, settings, progress=stderr_progress)
+    report = compile_vault(root, settings, progress=stderr_progress(quiet),
+                           warn=(lambda w: None) if quiet else echo_warning)
     if as_json:
         emit_json(report.to_dict())
     if not quiet:
-        for warning in report.warnings:
-            click.echo(f"warning: {warning.file}{f':{warning.line}' if warning.line else ''}: {warning.message}", err=True)
         click.echo(report.summary(), err=True)
     sys.exit(1 if strict and report.warnings else 0)
 

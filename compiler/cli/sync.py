@@ -15,7 +15,14 @@ from typing import Any
 
 import click
 
-from compiler.cli.common import emit_json, json_option, vault_and_settings, vault_option
+from compiler.cli.common import (
+    echo_warning,
+    emit_json,
+    json_option,
+    vault_and_settings,
+    vault_option,
+)
+from compiler.cli.progress import stderr_progress
 
 
 def _export_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -118,12 +125,17 @@ def _redacted_text(redacted: dict[str, Any]) -> str:
 @vault_option
 @json_option
 @click.option("--no-compile", is_flag=True, help="Only take the chunks in; do not compile.")
-def sync_import(vault: str | None, as_json: bool, no_compile: bool) -> None:
-    """Take in chunks not imported yet (bad records are quarantined and reported), then compile."""
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no compile warnings on stderr.")
+def sync_import(vault: str | None, as_json: bool, no_compile: bool, quiet: bool) -> None:
+    """Take in chunks not imported yet (bad records are quarantined and reported), then compile.
+
+    The compile shows progress and its warnings on stderr as they come, like `engram compile`.
+    """
     from compiler.commands.sync_cycle import import_and_compile
 
     root, settings = vault_and_settings(vault, builds_index=True)  # they compile
-    result = import_and_compile(root, settings, compile=not no_compile)
+    result = import_and_compile(root, settings, compile=not no_compile, progress=stderr_progress(quiet),
+                                warn=(lambda w: None) if quiet else echo_warning)
     _show(result, as_json, f"{len(result['chunks_new'])} new chunks, {result['events_new']} events, "
                            f"{result['memories_new']} new memories, {len(result['quarantined'])} quarantined")
 

@@ -36,7 +36,7 @@ class BuildState:
     def to_json(self) -> str:
         data = {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
                 "fingerprint": self.fingerprint, "parser": self.parser,
-                "files": {p: [s.size, s.mtime_ns, s.sha256] for p, s in sorted(self.files.items())},
+                "files": {p: [s.size, s.mtime_ns, s.sha256, s.inode] for p, s in sorted(self.files.items())},
                 "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
                 "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
                 "memory_pages": dict(sorted(self.memory_pages.items())),
@@ -55,7 +55,7 @@ def load_state(path: Path) -> tuple[BuildState, str]:
         return BuildState(
             model=data["model"], model_setting=data.get("model_setting", ""), fingerprint=data["fingerprint"],
             parser=data.get("parser", ""),
-            files={p: FileStamp(p, size, mtime, sha) for p, (size, mtime, sha) in data["files"].items()},
+            files={p: FileStamp(p, *stamp) for p, stamp in data["files"].items()},  # [size, mtime, sha, inode]
             notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
             warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
             memory_pages={p: v if isinstance(v, str) else v[0] for p, v in data.get("memory_pages", {}).items()},

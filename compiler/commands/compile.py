@@ -10,39 +10,44 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compiler.commands.build_state import BuildState, parser_fingerprint, previous_build, save_state
-from compiler.commands.compile_graph import related_notes, save_graph
-from compiler.commands.compile_index import choose_model, embed_sections, section_text, update_indexes
-from compiler.commands.compile_memories import compile_memories
-from compiler.commands.compile_notes import Parsed, parse_notes
+from compiler.commands.build_inputs import (
+    forget_inputs,
+    gather_inputs,
+    save_inputs,
+    unchanged_build,
+)
+from compiler.commands.build_state import (
+    BuildState,
+    parser_fingerprint,
+    previous_build,
+    save_state,
+)
 from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
-from compiler.core.files import contained, write_pages
+from compiler.core.files import contained
 from compiler.core.lock import writer_lock
+from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
-from compiler.index.embedder import Embedder
-from compiler.notes.links import resolve_links
+from compiler.index.embedder import Embedder, model_identity
 from compiler.notes.records import ResolvedLink
-from compiler.notes.scan import scan_vault
-from compiler.render.notes import VaultView, render_note_pages, template_environment
+from compiler.notes.scan import ScanResult, edited_since, scan_vault
 
-# VaultPaths and section_text are re-exported: benchmarks/bench.py imports them from here.
-__all__ = ["BuildReport", "Progress", "VaultPaths", "compile_vault", "section_text"]
+if TYPE_CHECKING:
+    from compiler.commands.compile_notes import Parsed
 
-Tick = Callable[[int], None]
-Progress = Callable[[str, int], Any]  # (label, total) → context manager yielding a Tick
+# VaultPaths is re-exported: benchmarks/bench.py imports it from here.
+__all__ = ["BuildReport", "VaultPaths", "compile_vault"]
+
+Warn = Callable[[BuildWarning], None]
 
 
-@contextmanager
-def no_progress(label: str, total: int) -> Iterator[Tick]:
-    """Yields a tick that reports nothing: the default when no one is watching."""
-    yield lambda n: None
+def _ignore(warning: BuildWarning) -> None:
+    """The default `warn`: the warnings are in the report anyway."""
 
 
 @dataclass(frozen=True)
@@ -70,49 +75,117 @@ class BuildReport:
 
     def summary(self) -> str:
         """The one line an Obsidian shell command shows in its notice."""
-        parts = [f"{self.notes} notes", f"{len(self.changed)} changed", f"{self.embedded} sections embedded",
-                 f"{len(self.written)} pages written", f"{len(self.warnings)} warnings"]
+        parts = [f"{self.notes} notes", f"{len(self.changed) - self.renamed} changed"]
+        parts += [f"{self.renamed} moved"] if self.renamed else []
+        parts += [f"{len(self.removed) - self.renamed} removed"] if len(self.removed) > self.renamed else []
+        parts += [f"{self.embedded} sections embedded", f"{len(self.written)} pages written", f"{len(self.warnings)} warnings"]
         if self.rebuild_reason:
             parts.append(f"full rebuild: {self.rebuild_reason}")
         return f"engram: {' · '.join(parts)} · {self.seconds:.1f}s"
 
 
 def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None = None,
-                  progress: Progress = no_progress) -> BuildReport:
-    """Compiles `vault`: indexes its notes and regenerates the pages. Returns the build report."""
+                  progress: Progress = no_progress, warn: Warn = _ignore) -> BuildReport:
+    """Compiles `vault`: indexes its notes and regenerates the pages. Returns the build report.
+
+    `progress` is told how far the long stages are; `warn` gets each warning as soon as its stage
+    has found it (parse and link warnings before the embedding starts), not all at the end.
+    """
     started = time.perf_counter()
     paths = VaultPaths(vault.resolve())
-    model = choose_model(settings.model, embedder)
+    identity = embedder.identity if embedder else model_identity(settings.model)
     with writer_lock(paths.engram):
         contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
-        previous, reason = previous_build(paths, model.identity, settings)
-        scan = scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
-        with progress("parse", len(scan.edited)) as tick:
-            parsed = parse_notes(paths.root, scan, previous, settings, tick)
-        links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
-        with progress("embed", parsed.sections) as tick:
-            embedded = embed_sections(paths.embeddings, parsed.notes, model, tick)
-        update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
-        neighbours = related_notes(parsed.notes, embedded.vectors, settings)
-        save_graph(paths.graph, parsed.notes, links, neighbours)
-        env = template_environment(_template_overrides(paths, settings), settings.out)
-        memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
-        warnings = _sorted_warnings(parsed, [*scan.skipped, *link_warnings]) + memory.warnings  # what the health page lists
-        view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
-        pages = {**render_note_pages(view, env, settings.out), **memory.pages}
-        written = write_pages(paths.root, settings.out, pages)
-        save_state(paths.state, BuildState(
-            model=model.identity, model_setting=settings.model, fingerprint=settings.index_fingerprint(),
-            parser=parser_fingerprint(),
-            files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
-            memory_pages=memory.page_ids, pages=_page_hashes(settings.out, pages), memory_events=memory.events_digest))
-    return BuildReport(
+        overrides = _template_overrides(paths, settings)
+        last, scanned = unchanged_build(paths, settings, identity, overrides)
+        if last is not None:
+            report = _unchanged_report(last, started)
+            _tell(warn, report.warnings)
+            return report
+        forget_inputs(paths.inputs)
+        return _build(paths, settings, embedder, overrides, scanned, progress, warn, started)
+
+
+def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, overrides: Path,
+           scanned: ScanResult | None, progress: Progress, warn: Warn, started: float) -> BuildReport:
+    """Runs every stage (under the writer lock the caller holds); returns the report.
+
+    The stages are imported here, not at the top: a no-op compile in a new process (a
+    pre-commit hook, an editor's shell command) never pays for networkx, jinja2 or Chroma.
+    """
+    from compiler.commands.compile_graph import related_notes, save_graph
+    from compiler.commands.compile_index import (
+        choose_model,
+        embed_sections,
+        update_indexes,
+    )
+    from compiler.commands.compile_memories import compile_memories
+    from compiler.commands.compile_notes import parse_notes
+    from compiler.core.files import write_pages
+    from compiler.notes.links import resolve_links
+    from compiler.render.notes import VaultView, render_note_pages, template_environment
+
+    model = choose_model(settings.model, embedder)
+    previous, reason = previous_build(paths, model.identity, settings)
+    scan = _rescan(paths, settings, previous, scanned)
+    with progress("parse", len(scan.edited)) as tick:
+        parsed = parse_notes(paths.root, scan, previous, settings, tick)
+    links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
+    found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings])
+    _tell(warn, found)
+    with progress("embed", parsed.sections) as tick:
+        embedded = embed_sections(paths.embeddings, parsed.notes, model, tick, parsed.moved_from)
+    update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
+    neighbours = related_notes(parsed.notes, embedded.vectors, settings)
+    save_graph(paths.graph, parsed.notes, links, neighbours)
+    env = template_environment(overrides, settings.out)
+    memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
+    _tell(warn, memory.warnings)
+    warnings = found + memory.warnings  # what the health page lists
+    view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
+    pages = {**render_note_pages(view, env, settings.out), **memory.pages}
+    written = write_pages(paths.root, settings.out, pages)
+    _tell(warn, written.warnings)
+    save_state(paths.state, BuildState(
+        model=model.identity, model_setting=settings.model, fingerprint=settings.index_fingerprint(),
+        parser=parser_fingerprint(),
+        files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
+        memory_pages=memory.page_ids, pages=_page_hashes(settings.out, pages), memory_events=memory.events_digest))
+    report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
         renamed=parsed.renamed, embedded=embedded.count, written=written.written, deleted=written.deleted,
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                   "maintenance": memory.maintenance},
         seconds=round(time.perf_counter() - started, 3))
+    inputs = gather_inputs(paths, settings, model.identity, scan, overrides, bool(memory.events_digest))
+    save_inputs(paths.inputs, inputs, report.to_dict(), bool(memory.events_digest))
+    return report
+
+
+def _rescan(paths: VaultPaths, settings: Settings, previous: BuildState, scanned: ScanResult | None) -> ScanResult:
+    """Returns the scan of the vault, with its edits counted against `previous` (the build state).
+
+    The scan made to check for a no-op is reused: its stamps are right, only what counts as
+    edited depends on which state the build starts from.
+    """
+    if scanned is None:
+        return scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
+    return replace(scanned, edited=edited_since(scanned.notes, previous.files))
+
+
+def _unchanged_report(last: dict[str, Any], started: float) -> BuildReport:
+    """Returns the report of a build that found nothing changed: the last one's counts, no work."""
+    memories = {**last["memories"], "edits": [], "maintenance": {"skipped": True, "unchanged": True}}
+    return BuildReport(
+        notes=last["notes"], sections=last["sections"], changed=[], removed=[], renamed=0, embedded=0, written=[],
+        deleted=[], links=last["links"], memories=memories, warnings=[BuildWarning(**w) for w in last["warnings"]],
+        rebuild_reason="", seconds=round(time.perf_counter() - started, 3))
+
+
+def _tell(warn: Warn, warnings: Sequence[BuildWarning]) -> None:
+    for warning in warnings:
+        warn(warning)
 
 
 def _sorted_warnings(parsed: Parsed, link_warnings: Sequence[BuildWarning]) -> list[BuildWarning]:

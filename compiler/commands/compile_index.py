@@ -53,16 +53,28 @@ def section_text(note: Note, index: int) -> str:
     return text if text.startswith(note.title) else f"{note.title}\n{text}"
 
 
-def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, tick: Callable[[int], None]) -> Embedded:
-    """Returns a vector for every section of `notes`; only texts not in the cache are embedded."""
+def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, tick: Callable[[int], None],
+                   moved_from: Mapping[str, Note] | None = None) -> Embedded:
+    """Returns a vector for every section of `notes`; only texts not in the cache are embedded.
+
+    A note in `moved_from` (renamed or moved, same bytes) keeps the vectors of its old self: its
+    title may come from the file name, and a rename alone re-embeds nothing.
+    """
+    moved_from = moved_from or {}
     ids = [f"{p}#{i}" for p in sorted(notes) for i in range(len(notes[p].sections))]
-    texts = [section_text(notes[p], i) for p in sorted(notes) for i in range(len(notes[p].sections))]
+    texts = [section_text(_embedded_as(notes[p], moved_from.get(p)), i)
+             for p in sorted(notes) for i in range(len(notes[p].sections))]
     cache = EmbeddingCache(cache_file)
     try:
         vectors, count = embed_with_cache(texts, model.load, model.identity, cache, tick)
     finally:
         cache.close()
     return Embedded(dict(zip(ids, vectors)), count)
+
+
+def _embedded_as(note: Note, old: Note | None) -> Note:
+    """Returns the note whose section texts stand for `note`'s vectors: its old self after a move."""
+    return old if old is not None and len(old.sections) == len(note.sections) else note
 
 
 def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: Mapping[str, np.ndarray], *,

@@ -23,7 +23,12 @@ class Parsed:
     # Known only after parsing: a file that no longer parses drops out of the index as if removed.
     changed: list[str]  # notes parsed in this run (new or edited), in path order
     removed: list[str]  # notes of the last build that are gone, sorted
-    renamed: int  # changed notes whose bytes match a removed one: nothing re-embedded
+    moved_from: dict[str, Note]  # changed note → the removed note with the same bytes (a rename or a move)
+
+    @property
+    def renamed(self) -> int:
+        """Changed notes whose bytes match a removed one: nothing re-embedded."""
+        return len(self.moved_from)
 
     @property
     def sections(self) -> int:
@@ -46,8 +51,8 @@ def parse_notes(root: Path, scan: ScanResult, previous: BuildState, settings: Se
         tick(1)
     changed = [p for p in scan.edited if p in notes]
     removed = sorted(set(previous.notes) - set(notes))
-    gone = {previous.notes[p].sha256 for p in removed}
-    return Parsed(notes, warnings, changed, removed, renamed=sum(1 for p in changed if notes[p].sha256 in gone))
+    gone = {previous.notes[p].sha256: previous.notes[p] for p in removed}
+    return Parsed(notes, warnings, changed, removed, {p: gone[notes[p].sha256] for p in changed if notes[p].sha256 in gone})
 
 
 def _parse_one(root: Path, path: str, settings: Settings) -> tuple[Note | None, list[BuildWarning]]:

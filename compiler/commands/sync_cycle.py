@@ -17,14 +17,15 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from compiler.core.errors import BusyError, GitError
+from compiler.core.errors import BuildWarning, BusyError, GitError
 from compiler.core.local_state import LOCAL_STATE
 from compiler.core.lock import writer_lock
+from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
 from compiler.events.manifest import MANIFEST
 from compiler.index.embedder import Embedder
@@ -90,7 +91,8 @@ def run_sync(vault: Path, settings: Settings, *, embedder: Embedder | None = Non
 
 
 def import_and_compile(vault: Path, settings: Settings, *, embedder: Embedder | None = None,
-                       compile: bool = True) -> dict[str, Any]:
+                       compile: bool = True, progress: Progress = no_progress,
+                       warn: Callable[[BuildWarning], None] = lambda w: None) -> dict[str, Any]:
     """Takes in the chunks not imported yet, then compiles so the pages show them; returns the
     import's counts with the compile summary under "compile" (None without `compile`)."""
     from compiler.commands.compile import compile_vault
@@ -98,7 +100,8 @@ def import_and_compile(vault: Path, settings: Settings, *, embedder: Embedder | 
     with writer_lock(vault.resolve() / ".engram"):
         result = import_chunks(vault)
         if compile:
-            result["compile"] = compile_vault(vault.resolve(), settings, embedder=embedder).summary()
+            report = compile_vault(vault.resolve(), settings, embedder=embedder, progress=progress, warn=warn)
+            result["compile"] = report.summary()
     return result
 
 

@@ -25,6 +25,10 @@ class VaultPaths:
         return self.cache / "state.json"
 
     @property
+    def inputs(self) -> Path:
+        return self.cache / "inputs.json"  # what the last build read, to skip a build that would change nothing
+
+    @property
     def fts(self) -> Path:
         return self.cache / "fts.sqlite"
 

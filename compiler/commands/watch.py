@@ -81,7 +81,7 @@ class VaultChanges:
         """True for what compile reads: the files scan walks (notes, attachments, engram.toml) and
         the memory inputs under .engram/; never .obsidian/, .git/, hidden files or ignored globs."""
         if rel.startswith(".engram/"):
-            return rel.startswith(ENGRAM_INPUTS)
+            return rel.startswith(ENGRAM_INPUTS) or rel + "/" in ENGRAM_INPUTS  # `chunks/` made: a change
         parts = PurePosixPath(rel).parts
         if any(p.startswith(".") or p in ALWAYS_IGNORED for p in parts) or rel.endswith(_EDITOR_LEFTOVERS):
             return False
@@ -137,8 +137,19 @@ def watch_vault(root: Path, settings: Callable[[], Settings], on_build: Callable
     for batch in watchfiles.watch(root, watch_filter=changes, step=quiet_ms, debounce=max_ms, stop_event=stop,
                                   rust_timeout=START_MS, yield_on_timeout=True, raise_interrupt=True):
         if batch or first:
-            build(tuple(sorted({changes.relative(path) for _, path in batch})))
+            build(tuple(sorted(_with_new_files(root, changes, {changes.relative(path) for _, path in batch}))))
             first = False
+
+
+def _with_new_files(root: Path, changes: VaultChanges, paths: set[str]) -> set[str]:
+    """Adds the input files inside each changed folder: a file written into a folder just made
+    (`mkdir chunks && cp …`) can land before inotify watches that folder, and its own event is lost."""
+    found = set(paths)
+    for rel in paths:
+        folder = root / rel
+        if folder.is_dir():
+            found |= {f"{rel}/{p.name}" for p in folder.iterdir() if p.is_file() and changes.is_input(f"{rel}/{p.name}")}
+    return found
 
 
 def _stamp(path: Path) -> Stamp:

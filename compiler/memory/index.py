@@ -33,16 +33,18 @@ def memory_text(obs: Observation) -> str:
 _FAR = "\x1f"  # separates the near context (±1) from the far one (±2) in one string
 
 
-def conversation_neighbours(live: Mapping[str, Observation]) -> dict[str, tuple[list[str], list[str]]]:
-    """Returns, per memory, the ids written one place (near) and two places (far) before and
-    after it in one batch — its neighbours in a conversation."""
+def conversation_neighbours(live: Mapping[str, Observation], only: Iterable[str] | None = None
+                            ) -> dict[str, tuple[list[str], list[str]]]:
+    """Returns, per memory (of `only`, when given), the ids written one place (near) and two places
+    (far) before and after it in one batch — its neighbours in a conversation."""
     after: dict[str, str] = {}
+    before: dict[str, str] = {}
     for memory_id, obs in live.items():
-        if obs.follows in live:
+        if obs.follows and obs.follows in live:  # most memories follow nothing: skip the lookups
             after.setdefault(obs.follows, memory_id)
-    before = {i: o.follows for i, o in live.items() if o.follows in live}
+            before[memory_id] = obs.follows
     neighbours = {}
-    for i in live:
+    for i in live if only is None else [i for i in dict.fromkeys(only) if i in live]:
         near = [n for n in (before.get(i, ""), after.get(i, "")) if n]
         far = [n for n in (before.get(before.get(i, ""), ""), after.get(after.get(i, ""), "")) if n]
         if near:
@@ -50,14 +52,16 @@ def conversation_neighbours(live: Mapping[str, Observation]) -> dict[str, tuple[
     return neighbours
 
 
-def conversation_context(live: Mapping[str, Observation]) -> dict[str, str]:
-    """Returns, per memory, the text of its conversational neighbours as "near␟far".
+def conversation_context(live: Mapping[str, Observation], only: Iterable[str] | None = None) -> dict[str, str]:
+    """Returns, per memory (of `only`, when given), the text of its conversational neighbours as "near␟far".
 
     A turn of a conversation ("Yes, it was amazing!") often names its subject only in its
-    neighbours; indexing them (at lower BM25 weights) lets keyword search find it.
+    neighbours; indexing them (at lower BM25 weights) lets keyword search find it. A write needs
+    the context of the few rows it rewrites (`only`), not of every memory: building every
+    memory's context string made each write O(store).
     """
     return {i: "\n".join(live[n].content for n in near) + _FAR + "\n".join(live[n].content for n in far)
-            for i, (near, far) in conversation_neighbours(live).items()}
+            for i, (near, far) in conversation_neighbours(live, only).items()}
 
 
 @dataclass(frozen=True)

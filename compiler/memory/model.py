@@ -10,7 +10,7 @@ no importance: compiler.events.replay.PEER_FLOOR keeps those above the archive l
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -105,10 +105,13 @@ class IncrementalFold:
         self._applied: set[str] = set()
         self._last: tuple[str, int, str] | None = None
 
-    def update(self, events: Iterable[MemoryEvent]) -> dict[str, Observation]:
-        """Returns the state after all `events` (the same dict object, updated in place)."""
-        events = list(events)
-        fresh = sorted({e.id: e for e in events if e.id not in self._applied}.values(), key=MemoryEvent.order)
+    def update(self, events: Sequence[MemoryEvent], known: int = 0) -> dict[str, Observation]:
+        """Returns the state after all `events` (the same dict object, updated in place).
+
+        `known`: how many leading events were all handed to this fold before (the events only
+        grow), so only the rest is looked at; a write at 50,000 memories need not scan them all.
+        """
+        fresh = sorted({e.id: e for e in events[known:] if e.id not in self._applied}.values(), key=MemoryEvent.order)
         if fresh and self._last is not None and fresh[0].order() < self._last:
             version = self.version
             self.__init__()  # type: ignore[misc]

@@ -120,7 +120,7 @@ class Snapshots:
         """Returns the memories of the vault's events as they are now on disk, at `now`."""
         events = read_events(engram_dir)
         if events.key != self._folded:  # even finding nothing new is O(n): a recall at 20k memories +11 ms
-            state = self._fold.update(events.events)
+            state = self._fold.update(events.events, self._known_prefix(events))
             if self._fold.version != self._version:  # copied once per change: the fold's dict changes in place
                 self._state, self._version = MappingProxyType(dict(state)), self._fold.version
             self._folded = events.key
@@ -128,6 +128,16 @@ class Snapshots:
         same = last is not None and last.events.key == events.key and _minute(last.now) == _minute(now)
         self._last = Memories(events, self._state, now, last._derived if same and last else None)
         return self._last
+
+
+    def _known_prefix(self, events: EventSet) -> int:
+        """Returns how many leading events of `events` the fold was handed before: all of the last
+        read's when `events` extends it (same event at the same place), else 0."""
+        if self._folded is None:
+            return 0
+        count, last = self._folded
+        extends = 0 < count <= len(events) and events.events[count - 1].id == last
+        return count if extends else 0
 
 
 def _minute(moment: datetime) -> datetime:

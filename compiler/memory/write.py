@@ -21,6 +21,7 @@ import numpy as np
 
 from compiler.core.clock import format_time
 from compiler.core.lock import writer_lock
+from compiler.core.progress import Progress, no_progress
 from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.memory.index import conversation_context, memory_text
 from compiler.memory.input import MemoryInput, event_data, read_import_file, validate
@@ -32,8 +33,8 @@ IMPORT_BATCH = 256
 NEAREST = 30  # each write is resolved against this many nearest indexed memories
 
 
-def write_memories(vault: VaultMemory, items: Sequence[MemoryInput]) -> dict[str, Any]:
-    """Stores `items` through resolve, in order.
+def write_memories(vault: VaultMemory, items: Sequence[MemoryInput], progress: Progress = no_progress) -> dict[str, Any]:
+    """Stores `items` through resolve, in order, telling `progress` after each batch.
 
     Returns {"results": [one answer per item], "actions": {action: count}, "embedded": n}.
     """
@@ -43,14 +44,16 @@ def write_memories(vault: VaultMemory, items: Sequence[MemoryInput]) -> dict[str
         embedded = sync_index(vault, memories)
         state = dict(memories.state)  # each batch folds its own events into this copy as it goes
         results: list[dict[str, Any]] = []
-        for start in range(0, len(clean), IMPORT_BATCH):
-            batch = clean[start:start + IMPORT_BATCH]
-            vectors, fresh = embed_drafts(vault, batch)
-            events, answers = resolve_batch(vault, batch, vectors, state)
-            append_events(vault.engram, events)
-            reindex(vault, state, events)
-            results += answers
-            embedded += fresh
+        with progress("store", len(clean)) as tick:
+            for start in range(0, len(clean), IMPORT_BATCH):
+                batch = clean[start:start + IMPORT_BATCH]
+                vectors, fresh = embed_drafts(vault, batch)
+                events, answers = resolve_batch(vault, batch, vectors, state)
+                append_events(vault.engram, events)
+                reindex(vault, state, events)
+                results += answers
+                embedded += fresh
+                tick(len(batch))
     return {"results": results, "actions": count_actions(results), "embedded": embedded}
 
 
@@ -59,13 +62,13 @@ def store_memory(vault: VaultMemory, item: MemoryInput) -> dict[str, Any]:
     return write_memories(vault, [item])["results"][0]
 
 
-def import_memories(vault: VaultMemory, path: Path) -> dict[str, Any]:
+def import_memories(vault: VaultMemory, path: Path, progress: Progress = no_progress) -> dict[str, Any]:
     """Stores every memory of a JSON-lines file (see `read_import_file`); a second import adds nothing.
 
     Returns {"read": n, "skipped": [a warning dict per unusable line], "actions", "embedded"}.
     """
     items, warnings = read_import_file(path)
-    written = write_memories(vault, items)
+    written = write_memories(vault, items, progress)
     return {"read": len(items), "skipped": [w.to_dict() for w in warnings], "actions": written["actions"],
             "embedded": written["embedded"]}
 
@@ -183,12 +186,12 @@ def reindex(vault: VaultMemory, state: dict[str, Observation], events: Sequence[
         return
     ids = list(dict.fromkeys(e.memory for e in events))
     live = {i: o for i, o in state.items() if o.live}
-    context = conversation_context(live)
     memories = [live[i] for i in ids if i in live]
-    vectors, _ = vault.index().embed([memory_text(m) for m in memories], vault.embedder, vault.identity)
-    vault.index().put(memories, vectors, context)
     before = {live[i].follows for i in ids if i in live}  # their context gained the new memories
     touched = (before | {live[i].follows for i in before if i in live}) - set(ids)
+    context = conversation_context(live, [*ids, *sorted(touched)])  # only the rows rewritten here
+    vectors, _ = vault.index().embed([memory_text(m) for m in memories], vault.embedder, vault.identity)
+    vault.index().put(memories, vectors, context)
     vault.index().put_keywords([live[i] for i in sorted(touched) if i in live], context)
     vault.indexed_events.wrote(events)
 

@@ -202,3 +202,17 @@ def test_index_rebuilds_whole_when_told_full(make_vault, fake_embedder):
     assert not keyword_search(vault, "Zebras")  # the counts agree: nothing to do
     update_indexes(paths, "", told_nothing_changed, vectors, full=True)
     assert keyword_search(vault, "Zebras")[0]["file"] == "Lonely.md"
+
+
+def test_rename_of_a_note_titled_by_its_file_name_reembeds_nothing_and_says_moved(make_vault, fake_embedder):
+    # No H1 and no frontmatter title: the title (which every embedded section text starts with) is the file name.
+    vault = make_vault({**NOTES, "Ideas/rough idea.md": "Sketch of the queue.\n\n## Risks\n\nBackpressure.\n\n"
+                                                       "## Plan\n\nShard by tenant.\n"})
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    (vault / "Archive").mkdir()
+    (vault / "Ideas/rough idea.md").rename(vault / "Archive/polished idea.md")
+    texts = fake_embedder.texts
+    report = compile_vault(vault, Settings(), embedder=fake_embedder)
+    assert (report.renamed, report.embedded, fake_embedder.texts) == (1, 0, texts)
+    assert " · 0 changed · 1 moved · 0 sections embedded · " in report.summary()
+    assert keyword_search(vault, "Backpressure")[0]["file"] == "Archive/polished idea.md"

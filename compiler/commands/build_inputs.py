@@ -1,0 +1,149 @@
+"""What a build read, stamped cheaply, so a compile whose inputs did not change does nothing at all.
+
+A no-op compile must not cost O(vault): loading the build state of 10,000 notes, rendering every
+page to find that none changed and saving it all again took 10+ s. Instead each build ends by
+recording, in `.engram/cache/inputs.json`, a digest of everything it read or wrote — settings,
+model, the engram code and templates, every note's path and content hash, the attachment list,
+the memory events' files, every generated page's stat and the derived files — with the report it
+made. The next compile stats the same things (one lstat each; only a note whose size, mtime or
+inode moved is hashed again) and, when every part matches, returns that report without loading
+the state, a model, an index or a template.
+
+Time is an input too: memory pages show strength at `now`. The shortcut is taken only while the
+clock is pinned at the same instant, or when there are no memory events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import compiler
+from compiler.commands.vault_paths import VaultPaths
+from compiler.core.files import atomic_write
+from compiler.core.settings import Settings
+from compiler.notes.records import FileStamp
+from compiler.notes.scan import ScanResult, scan_vault
+
+INPUTS_VERSION = 1
+BUNDLED_TEMPLATES = Path(compiler.__file__).resolve().parent.parent / "templates"
+MEMORY_SKIPPED = ("cache", "lock")  # under .engram: derived or transient, never an input of the pages
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """The digest of one build's inputs, in parts (so a mismatch can be named in tests), and the
+    note stamps the next scan starts from."""
+
+    parts: dict[str, str]
+    stamps: dict[str, FileStamp]
+
+    def matches(self, other: BuildInputs) -> bool:
+        return self.parts == other.parts
+
+
+def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: ScanResult,
+                  override_templates: Path, memory_events: bool) -> BuildInputs:
+    """Returns the digest of what a build of `scan` reads, as it is on disk now."""
+    notes = [(s.path, s.sha256) for s in scan.notes]  # content, not stat: a touched note is unchanged
+    skipped = [w.to_dict() for w in scan.skipped]
+    # Which pages a build writes depends on the clock only through the memory pages.
+    clock = settings.now if settings.now or not memory_events else "unpinned"
+    parts = {
+        "settings": _digest([settings.to_dict(), identity, clock]),
+        "code": _digest(_code_stats()),
+        "templates": _digest([*_tree_stats(BUNDLED_TEMPLATES), *_tree_stats(override_templates)]),
+        "notes": _digest([notes, list(scan.attachments), skipped]),
+        "memory": _digest(_tree_stats(paths.engram, skip=MEMORY_SKIPPED)),
+        "pages": _digest(_tree_stats(paths.root / settings.out)),
+        "derived": _digest([_stat(p) for p in (paths.state, paths.graph, paths.fts)]
+                           + [(paths.cache / "chroma").is_dir()]),
+    }
+    return BuildInputs(parts, {s.path: s for s in scan.notes})
+
+
+def unchanged_build(paths: VaultPaths, settings: Settings, identity: str, override_templates: Path
+                    ) -> tuple[dict[str, Any] | None, ScanResult | None]:
+    """Returns (the last build's report, None) when nothing it read has changed since, else (None,
+    the scan made to find out, for the build to reuse; None when there was no record to compare)."""
+    record = _load(paths.inputs)
+    if record is None or settings.chroma_url:  # a Chroma server can be emptied or swapped behind our back
+        return None, None
+    previous, report, memory_events = record
+    if memory_events and not settings.now:
+        return None, None  # strength decays by the second: pages may differ
+    scan = scan_vault(paths.root, (*settings.ignore, settings.out), previous.stamps)
+    current = gather_inputs(paths, settings, identity, scan, override_templates, memory_events)
+    if not current.matches(previous):
+        return None, scan
+    if current.stamps != previous.stamps:  # touched, not changed: remember the new stats, hash them never again
+        save_inputs(paths.inputs, current, report, memory_events)
+    return report, None
+
+
+def save_inputs(path: Path, inputs: BuildInputs, report: Mapping[str, Any], memory_events: bool) -> None:
+    """Writes the record of a finished build: its inputs' digest, the note stamps and its report."""
+    data = {"version": INPUTS_VERSION, "parts": inputs.parts, "memory_events": memory_events, "report": report,
+            "stamps": {p: [s.size, s.mtime_ns, s.sha256, s.inode] for p, s in inputs.stamps.items()}}
+    atomic_write(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), durable=False)
+
+
+def forget_inputs(path: Path) -> None:
+    """Drops the record before a build changes anything: a build that dies midway is never skipped."""
+    path.unlink(missing_ok=True)
+
+
+def _load(path: Path) -> tuple[BuildInputs, dict[str, Any], bool] | None:
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("version") != INPUTS_VERSION:
+            return None
+        stamps = {p: FileStamp(p, *stamp) for p, stamp in data["stamps"].items()}
+        return BuildInputs(dict(data["parts"]), stamps), data["report"], bool(data["memory_events"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _code_stats() -> list[tuple[str, int, int, int]]:
+    """The engram modules' stats: a new version (or an edited checkout) renders differently."""
+    return _tree_stats(Path(compiler.__file__).resolve().parent, suffix=".py")
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def _stat(path: Path) -> tuple[str, int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return path.name, stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
+def _tree_stats(root: Path, suffix: str = "", skip: Iterable[str] = ()) -> list[tuple[str, int, int, int]]:
+    """Returns (relative path, size, mtime_ns, inode) of every file under `root`, sorted; [] when absent."""
+    return sorted(_walk_stats(root, "", suffix, tuple(skip)))
+
+
+def _walk_stats(root: Path, prefix: str, suffix: str, skip: tuple[str, ...]) -> Iterator[tuple[str, int, int, int]]:
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        rel = prefix + entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if rel not in skip and entry.name != "__pycache__":
+                yield from _walk_stats(Path(entry.path), rel + "/", suffix, skip)
+        elif entry.name.endswith(suffix):
+            try:
+                stat = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            yield rel, stat.st_size, stat.st_mtime_ns, stat.st_ino
