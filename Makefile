@@ -20,7 +20,9 @@ $(STAMP): pyproject.toml tests/mermaid/package-lock.json
 	$(PY) -m pip install --quiet -e '.[test]'
 	@# the tests parse every Mermaid chart with the mermaid npm package (tests/docs/test_mermaid.py)
 	@command -v npm >/dev/null || { echo "make: Node.js 20+ and npm are needed for the tests (Mermaid charts)"; exit 1; }
-	cd tests/mermaid && npm ci --no-audit --no-fund --loglevel=error
+	@# installed beside the venv, not in tests/: third-party JavaScript stays out of the project's tests
+	mkdir -p $(VENV)/mermaid && cp tests/mermaid/package.json tests/mermaid/package-lock.json tests/mermaid/parse.mjs $(VENV)/mermaid/
+	cd $(VENV)/mermaid && npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
 # The demo's memories travel as a committed chunk (vault-example/.engram/chunks/), as in any synced

@@ -20,7 +20,11 @@ from compiler.notes.records import Note
 from compiler.render.notes import VaultView, render_note_pages, template_environment
 from tests.conftest import EXAMPLE_VAULT, ROOT
 
-CHECKER = ROOT / "tests" / "mermaid"
+CHECKER = ROOT / "tests" / "mermaid"  # package.json, its lockfile and parse.mjs: what is committed
+# Where the npm packages are installed: beside the venv, not in tests/, so third-party JavaScript
+# never sits among the project's tests (and `make clean` removes it with the venv).
+INSTALLED = ROOT / ".venv" / "mermaid"
+CHECKER_FILES = ("package.json", "package-lock.json", "parse.mjs")
 BLOCK = re.compile(r"^```mermaid[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 DOCUMENTED = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -35,14 +39,19 @@ def mermaid_errors():
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.fail("Node.js 20+ and npm are needed to check Mermaid blocks (tests/mermaid): install them")
-    if not (CHECKER / "node_modules" / "mermaid").is_dir():  # `make install` does this; a bare pytest too
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CHECKER, check=False,
+    INSTALLED.mkdir(parents=True, exist_ok=True)
+    stale = any(not (INSTALLED / name).is_file() or (INSTALLED / name).read_bytes() != (CHECKER / name).read_bytes()
+                for name in CHECKER_FILES)
+    for name in CHECKER_FILES:
+        shutil.copyfile(CHECKER / name, INSTALLED / name)
+    if stale or not (INSTALLED / "node_modules" / "mermaid").is_dir():  # `make install` does this; a bare pytest too
+        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=INSTALLED, check=False,
                               capture_output=True, text=True)
         if done.returncode:
-            pytest.fail(f"npm ci in tests/mermaid failed: {done.stderr.strip()[-500:]}")
+            pytest.fail(f"npm ci in {INSTALLED} failed: {done.stderr.strip()[-500:]}")
 
     def errors(sources: list[str]) -> list[str]:
-        done = subprocess.run([node, "parse.mjs"], cwd=CHECKER, check=False, input=json.dumps(sources),
+        done = subprocess.run([node, "parse.mjs"], cwd=INSTALLED, check=False, input=json.dumps(sources),
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout)
