@@ -62,7 +62,7 @@ def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: Sc
         "memory": _digest(_tree_stats(paths.engram, skip=MEMORY_SKIPPED)),
         "pages": _digest(_tree_stats(paths.root / settings.out)),
         "derived": _digest([_stat(p) for p in (paths.state, paths.graph, paths.fts)]
-                           + [(paths.cache / "chroma").is_dir()]),
+                           + [(paths.cache / "chroma").is_dir(), (paths.cache / "flat").is_dir()]),
     }
     return BuildInputs(parts, {s.path: s for s in scan.notes})
 

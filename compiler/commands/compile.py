@@ -122,6 +122,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.commands.compile_memories import compile_memories
     from compiler.commands.compile_notes import parse_notes
     from compiler.core.files import write_pages
+    from compiler.index.vector_index import bring_chroma_in_step
     from compiler.notes.links import resolve_links
     from compiler.render.notes import VaultView, render_note_pages, template_environment
 
@@ -140,6 +141,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     save_graph(paths.graph, parsed.notes, links, neighbours)
     env = template_environment(overrides, settings.out)
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
+    bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)

@@ -14,7 +14,10 @@ from compiler.commands.compile_notes import Parsed
 from compiler.commands.vault_paths import VaultPaths
 from compiler.index.cache import EmbeddingCache, embed_with_cache
 from compiler.index.embedder import Embedder, load_embedder, model_identity
+from compiler.index.flat import FlatStore
 from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow
+from compiler.index.vector_index import open_vectors
+from compiler.index.vectors import COLLECTION
 from compiler.notes.records import Note
 
 if TYPE_CHECKING:
@@ -84,21 +87,18 @@ def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: 
     `full` (the last build cannot be reused) rebuilds both whole, and so does an index whose size
     disagrees with the notes (a crash mid-build, a deleted folder).
     """
-    from compiler.index.vectors import (  # Chroma is heavy: only when indexing
-        VectorStore,
-        open_client,
-    )
-
     expected = parsed.sections
     keyword = KeywordIndex(paths.fts)
     # In a full build every note is stale (it starts from an empty state); said here, `full` stands on its own.
     stale = sorted(parsed.notes) if full else sorted(set(parsed.changed) | set(parsed.removed))
     try:
         # With a Chroma server, always compare its count: it may be new, emptied, or another server.
-        local_vectors = not chroma_url and (paths.cache / "chroma").exists()
+        flat = FlatStore(paths.cache, COLLECTION)
+        local_vectors = not chroma_url and flat.count() == expected
+        flat.close()
         if not stale and keyword.count() == expected and local_vectors:
             return  # nothing changed: do not even import Chroma
-        store = VectorStore(open_client(paths.cache, chroma_url))
+        store = open_vectors(paths.cache, chroma_url, COLLECTION)
         if full or keyword.count() != expected or store.count() != expected:
             keyword.reset()
             store.reset()
@@ -106,11 +106,12 @@ def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: 
         else:
             deleted = stale
         _rewrite(keyword, store, deleted, [parsed.notes[p] for p in stale if p in parsed.notes], vectors)
+        store.close()
     finally:
         keyword.close()
 
 
-def _rewrite(keyword: KeywordIndex, store: VectorStore, deleted: Sequence[str], fresh: Sequence[Note],
+def _rewrite(keyword: KeywordIndex, store: VectorStore | FlatStore, deleted: Sequence[str], fresh: Sequence[Note],
              vectors: Mapping[str, np.ndarray]) -> None:
     """Drops the `deleted` notes from both indexes and writes the `fresh` ones (sorted by path)."""
     keyword.replace_paths(deleted, [NoteRow(n.path, n.sha256, n.title, " ".join(n.tags)) for n in fresh],

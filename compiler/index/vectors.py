@@ -1,5 +1,8 @@
 """Stage 6a, index vectors: a Chroma collection of note sections (cosine space).
 
+A Chroma server is read and written here; the embedded store on disk is a mirror of the flat
+store (`compiler.index.vector_index`), written here at compile and read only by a cache older than it.
+
 We always compute vectors ourselves and hand them to Chroma; the collection is still opened
 with our own embedding function because Chroma's default one downloads a model.
 """
@@ -152,6 +155,9 @@ class VectorStore:
 
     def count(self) -> int:
         return self._collection.count()
+
+    def close(self) -> None:
+        """Nothing to close: Chroma keeps one client per path (or server) for the process."""
 
     def delete_paths(self, paths: Sequence[str]) -> None:
         with self._guard():

@@ -1,4 +1,7 @@
-"""The index of live memories: a Chroma collection (vectors) and an FTS5 table (BM25).
+"""The index of live memories: a vector collection and an FTS5 table (BM25).
+
+The vectors are the flat store's `memories` collection (`compiler.index.vector_index`: no Chroma
+on a write or a recall; compile mirrors it into Chroma), or a Chroma server's.
 
 Derived from the event fold and rebuildable from it: `sync_index` brings it in step with the
 live memories, re-embedding only texts the embedding cache has not seen.
@@ -19,6 +22,7 @@ from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
 from compiler.index.embedder import Embedder
 from compiler.index.keywords import TOKENIZER, match_expression
+from compiler.index.vector_index import open_vectors
 from compiler.memory.model import Observation
 
 COLLECTION = "memories"
@@ -122,14 +126,13 @@ class MemoryIndex:
     """Vectors and keywords of live memories, opened together."""
 
     def __init__(self, cache_dir: Path, chroma_url: str = "") -> None:
-        from compiler.index.vectors import VectorStore, open_client
-
-        self.vectors = VectorStore(open_client(cache_dir, chroma_url), COLLECTION)
+        self.vectors = open_vectors(cache_dir, chroma_url, COLLECTION)  # the flat store unless a Chroma server
         self.keywords = MemoryKeywordIndex(cache_dir / "memories.sqlite")
         self.embeddings = EmbeddingCache(cache_dir / "embeddings.sqlite")
         self.tokens = EmbeddingCache(cache_dir / "embeddings.sqlite", late_interaction.TABLE, np.int8)
 
     def close(self) -> None:
+        self.vectors.close()
         self.keywords.close()
         self.embeddings.close()
         self.tokens.close()

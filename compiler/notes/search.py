@@ -1,7 +1,8 @@
 """Search over a compiled vault: keyword (BM25), vector, and hybrid, one hit per note.
 
 Every function returns plain dicts with the same keys (qmd's): docid, score (0..1), file,
-line, title, snippet. `keyword_search` touches only SQLite: no torch, no Chroma.
+line, title, snippet. `keyword_search` touches only SQLite: no torch, no Chroma; the vector
+searches read the flat store (`compiler.index.vector_index`): no Chroma, no networkx.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from typing import Any
 from compiler.core.errors import NotFoundError
 from compiler.index.embedder import embed_query
 from compiler.index.keywords import KeywordIndex, NoteRow
+from compiler.index.vector_index import open_for_search
+from compiler.index.vectors import COLLECTION
+from compiler.notes.saved_graph import load_graph
 
 BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6
 STRONG_HITS = 3  # graph bonus goes to neighbours of this many best hits
@@ -70,9 +74,7 @@ def keyword_search(vault: Path, query: str, n: int = 5, filters: Filters = Filte
 def vector_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters(), *,
                   embedder: Any, chroma_url: str = "") -> list[dict[str, Any]]:
     """Returns up to `n` notes ranked by the cosine of their best section, best first."""
-    from compiler.index.vectors import VectorStore, open_client
-
-    store = VectorStore(open_client(vault / ".engram" / "cache", chroma_url))
+    store = open_for_search(vault / ".engram" / "cache", chroma_url, COLLECTION)
     query_vector = embed_query(embedder, query)
     hits = store.query(query_vector, max(n, 1) * POOL * 4)
     index = open_keyword_index(vault)
@@ -100,11 +102,8 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     candidates are scored with their real cosine (read from the vector store), so a keyword hit
     is never penalised for missing the vector pool.
     """
-    from compiler.index.vectors import VectorStore, open_client
-    from compiler.notes.graph import load_graph
-
     pool = max(n, 1) * POOL * 4
-    store = VectorStore(open_client(vault / ".engram" / "cache", chroma_url))
+    store = open_for_search(vault / ".engram" / "cache", chroma_url, COLLECTION)
     query_vector = embed_query(embedder, query)
     vector_hits = {h.id: h for h in store.query(query_vector, pool)}
     index = open_keyword_index(vault)

@@ -1,0 +1,477 @@
+"""The flat vector store: exact cosine search over a memory-mapped row file, without Chroma.
+
+Chroma's embedded client writes its SQLite file and HNSW segments on every open, even to read
+(chroma-core/chroma#1438), and importing chromadb was most of a cold query's time. So in the
+embedded mode each collection lives here, in `.engram/cache/flat/`, and Chroma is a mirror that
+compile brings in step (`compiler.index.vector_index`):
+
+    NAME.sqlite     id → row, each row's document and metadata (JSON), the rows not yet mirrored
+                    to Chroma, and the store's state: committed rows, width, row file, generation
+    NAME.GEN.f32    the rows: float32 unit vectors back to back, no header
+
+Reads open the SQLite file with `mode=ro` and memory-map the row file: a read writes not a byte
+and not an mtime. Every live row is scored (brute force, exact: the ranking can only be better
+than HNSW's), which takes milliseconds at 50,000 rows.
+
+Writes (the caller holds the vault's writer lock) only append. The new rows go after the
+committed ones and are fsync'd; then one SQLite transaction points the ids at them and raises
+the committed row count. A crash in between leaves rows past the count: never read, cut off by
+the next write. An overwritten or deleted id leaves a dead row; when dead rows outnumber live
+ones (and COMPACT_MIN), the same transaction copies the live rows to a new file and names it
+(readers that mapped the old one keep reading it; it is unlinked after the commit). So a write
+costs its own rows, and compaction is amortised over the writes that made the dead rows.
+
+A process keeps what it read (the row ids, the map) per store, keyed by the store's identity and
+generation: the MCP server reloads only after another process wrote, and its own writes update
+it in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.core.errors import DERIVED, InputError, full_disk_guard
+from compiler.index.vectors import VectorHit
+
+FOLDER = "flat"  # in .engram/cache
+COMPACT_MIN = 1024  # dead rows tolerated whatever the live count: small stores are never rewritten
+_QUERY_BLOCK = 256  # query rows scored at once: 256 × 50,000 × 4 bytes = 51 MB
+_SQL_BATCH = 500  # SQLite caps the variables of one statement
+_BUSY_SECONDS = 60.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value);
+CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, row INTEGER NOT NULL, document TEXT NOT NULL,
+                                  metadata TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS unmirrored (id TEXT PRIMARY KEY);
+"""
+
+
+def store_path(cache_dir: Path, name: str) -> Path:
+    """Returns the SQLite file of collection `name`; the store exists when this file does."""
+    return cache_dir / FOLDER / f"{name}.sqlite"
+
+
+def stores(cache_dir: Path) -> list[FlatStore]:
+    """Returns every flat store under `cache_dir`, by name."""
+    return [FlatStore(cache_dir, p.stem) for p in sorted((cache_dir / FOLDER).glob("*.sqlite"))]
+
+
+@dataclass
+class _Snapshot:
+    """What a reader sees of a store at one generation."""
+
+    key: tuple[str, int] = ("", -1)  # (the store's identity, generation)
+    file: str = ""
+    dim: int = 0
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    ids: list[str | None] = field(default_factory=list)  # per row; None for a dead row
+    alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    row_of: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def live(self) -> int:
+        return len(self.row_of)
+
+
+_EMPTY = _Snapshot()
+_SEEN: dict[str, _Snapshot] = {}  # store file → what this process last read of it
+
+
+class FlatStore:
+    """One collection: query / query_many / vectors / count like `VectorStore`, and append-only writes.
+
+    Missing or unreadable, it reads as empty (`usable()` tells which); the first write creates it.
+    """
+
+    def __init__(self, cache_dir: Path, name: str) -> None:
+        self.name = name
+        self.path = store_path(cache_dir, name)
+        self._folder = self.path.parent
+        self._db: sqlite3.Connection | None = None
+        self._writable = False
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def usable(self) -> bool:
+        """True when the store exists and reads (a fresh clone or an old cache has none)."""
+        return self._snapshot() is not _EMPTY
+
+    def count(self) -> int:
+        return self._snapshot().live
+
+    def query(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[VectorHit]:
+        """Returns up to `n` nearest rows (of those matching `where`), best first, with their cosine."""
+        with self._reading() as (db, snap):
+            if n <= 0 or not snap.live:
+                return []
+            scores = snap.matrix @ _query_rows(vector[None, :], snap, self.path)[0]
+            allowed = snap.alive if where is None else snap.alive & self._matching(db, snap, where)
+            candidates = np.flatnonzero(allowed)
+            rows = candidates[_best(scores[candidates], n)]
+            ids = [snap.ids[r] for r in rows]
+            found = {i: (d, m) for i, d, m in _select(db, "id, document, metadata", ids)}
+        return [VectorHit(i, float(scores[r]), json.loads(found[i][1]), found[i][0])  # type: ignore[index]
+                for i, r in zip(ids, rows) if i in found]
+
+    def query_many(self, vectors: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
+        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine), best first."""
+        snap = self._snapshot()
+        if not snap.live or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        queries = _query_rows(vectors, snap, self.path)
+        found: list[list[tuple[str, float]]] = []
+        for start in range(0, len(queries), _QUERY_BLOCK):
+            scores = queries[start:start + _QUERY_BLOCK] @ snap.matrix.T
+            scores[:, ~snap.alive] = -np.inf
+            for row in scores:
+                top = _best(row, min(n, snap.live))
+                found.append([(snap.ids[r], float(row[r])) for r in top])  # type: ignore[misc]
+        return found
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Returns the stored (unit) vector of each known id."""
+        snap = self._snapshot()
+        return {i: np.array(snap.matrix[snap.row_of[i]]) for i in ids if i in snap.row_of}
+
+    def ids(self) -> list[str]:
+        return sorted(self._snapshot().row_of)
+
+    def records(self, ids: Sequence[str]) -> dict[str, tuple[np.ndarray, str, dict[str, Any]]]:
+        """Returns (vector, document, metadata) of each known id: what a mirror copies."""
+        with self._reading() as (db, snap):
+            return {i: (np.array(snap.matrix[snap.row_of[i]]), d, json.loads(m))
+                    for i, d, m in _select(db, "id, document, metadata", ids) if i in snap.row_of}
+
+    def unmirrored(self) -> tuple[bool, list[str]]:
+        """Returns (whether Chroma must be rebuilt whole, the ids changed since it was last in step)."""
+        try:
+            with self._reading() as (db, _):
+                if db is None:
+                    return False, []
+                everything = bool(_state(db).get("mirror_all", 1))
+                return everything, [i for (i,) in db.execute("SELECT id FROM unmirrored ORDER BY id")]
+        except sqlite3.DatabaseError:
+            return True, []
+
+    def _snapshot(self) -> _Snapshot:
+        with self._reading() as (_, snap):
+            return snap
+
+    @contextmanager
+    def _reading(self) -> Iterator[tuple[sqlite3.Connection | None, _Snapshot]]:
+        """Yields (the connection, the current snapshot) inside one read transaction: a writer cannot
+        commit (nor unlink a compacted file) between reading the state and mapping the rows."""
+        db = self._connection()
+        if db is None:
+            yield None, _EMPTY
+            return
+        try:
+            db.execute("BEGIN")
+            snap = self._load(db)
+        except (sqlite3.DatabaseError, OSError, ValueError, KeyError, TypeError):
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            yield None, _EMPTY  # damaged: reads as empty, and the next reset rebuilds it
+            return
+        try:
+            yield db, snap
+        finally:
+            if db.in_transaction:
+                db.execute("COMMIT")
+
+    def _connection(self) -> sqlite3.Connection | None:
+        if self._db is None:
+            if not self.path.is_file():
+                return None
+            try:
+                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                           isolation_level=None, timeout=_BUSY_SECONDS, check_same_thread=False)
+            except sqlite3.Error:
+                return None
+        return self._db
+
+    def _load(self, db: sqlite3.Connection) -> _Snapshot:
+        state = _state(db)
+        key = (str(state["uid"]), int(state["generation"]))
+        seen = _SEEN.get(str(self.path))
+        if seen is not None and seen.key == key:
+            return seen
+        rows, dim, file = int(state["rows"]), int(state["dim"]), str(state["file"])
+        ids: list[str | None] = [None] * rows
+        for row, item in db.execute("SELECT row, id FROM items"):
+            ids[row] = item
+        snap = _Snapshot(key, file, dim, _map(self._folder / file, rows, dim), ids)
+        snap.alive = np.array([i is not None for i in ids], dtype=bool)
+        snap.row_of = {i: r for r, i in enumerate(ids) if i is not None}
+        _SEEN[str(self.path)] = snap
+        return snap
+
+    def _matching(self, db: sqlite3.Connection | None, snap: _Snapshot, where: dict[str, Any]) -> np.ndarray:
+        """Returns the rows whose metadata match a Chroma-style `where`: {key: value}, {key: {"$eq"|"$in": …}}."""
+        clauses, args = [], []
+        for key, wanted in where.items():
+            if not re.fullmatch(r"\w+", key):
+                raise ValueError(f"unsupported where key: {key!r}")
+            if isinstance(wanted, dict):
+                (op, value), = wanted.items()
+                values = list(value) if op == "$in" else [value] if op == "$eq" else None
+                if values is None:
+                    raise ValueError(f"unsupported where operator: {op}")
+            else:
+                values = [wanted]
+            clauses.append(f"json_extract(metadata, '$.{key}') IN ({','.join('?' * len(values))})")
+            args += values
+        mask = np.zeros(len(snap.ids), dtype=bool)
+        assert db is not None
+        rows = [r for (r,) in db.execute(f"SELECT row FROM items WHERE {' AND '.join(clauses)}", args)]
+        mask[rows] = True
+        return mask
+
+    # -- writing (the caller holds the writer lock) ---------------------------------------------
+
+    def add(self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str],
+            metadatas: Sequence[dict[str, Any]]) -> None:
+        """Writes (or overwrites) rows: appended after the committed ones, then committed in one transaction."""
+        if not len(ids):
+            return
+        last = {i: k for k, i in enumerate(ids)}  # an id given twice: its last row wins, like an upsert
+        keep = sorted(last.values())
+        unit = _unit(np.asarray(vectors, dtype=np.float32)[keep])
+        items = [(ids[k], documents[k], json.dumps(metadatas[k], sort_keys=True, ensure_ascii=False)) for k in keep]
+        needed = unit.nbytes + sum(len(d) + len(m) for _, d, m in items)
+        with self._writing(needed) as (db, state, changes):
+            dim = int(state["dim"]) or unit.shape[1]
+            if unit.shape[1] != dim:
+                raise InputError(f"{self.path}: the store holds {dim}-dimensional vectors, not {unit.shape[1]} "
+                                 "(a new model: run `engram compile`)", path=self.path)
+            rows = int(state["rows"])
+            replaced = sum(1 for _ in _select(db, "id", [i for i, _, _ in items]))  # their old rows die
+            _append(self._folder / str(state["file"]), rows * dim * 4, unit)
+            db.executemany("INSERT INTO items (id, row, document, metadata) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
+                           "DO UPDATE SET row = excluded.row, document = excluded.document, metadata = excluded.metadata",
+                           [(i, rows + k, d, m) for k, (i, d, m) in enumerate(items)])
+            db.executemany("INSERT OR IGNORE INTO unmirrored VALUES (?)", [(i,) for i, _, _ in items])
+            _set(db, rows=rows + len(items), dim=dim, dead=int(state["dead"]) + replaced)
+            changes.update((i, rows + k) for k, (i, _, _) in enumerate(items))
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        if not len(ids) or not self.path.is_file():
+            return
+        with self._writing() as (db, state, changes):
+            dead = int(state["dead"])
+            for start in range(0, len(ids), _SQL_BATCH):
+                batch = list(ids[start:start + _SQL_BATCH])
+                dead += db.execute(f"DELETE FROM items WHERE id IN ({','.join('?' * len(batch))})", batch).rowcount
+            _set(db, dead=dead)
+            db.executemany("INSERT OR IGNORE INTO unmirrored VALUES (?)", [(i,) for i in ids])
+            changes.update((i, None) for i in ids)
+
+    def delete_paths(self, paths: Sequence[str]) -> None:
+        """Deletes the rows whose metadata `path` is one of `paths` (a note's sections)."""
+        if not len(paths) or not self.path.is_file():
+            return
+        db = self._writer()
+        found: list[str] = []
+        for start in range(0, len(paths), _SQL_BATCH):
+            batch = list(paths[start:start + _SQL_BATCH])
+            found += [i for (i,) in db.execute("SELECT id FROM items WHERE json_extract(metadata, '$.path') "
+                                               f"IN ({','.join('?' * len(batch))})", batch)]
+        self.delete_ids(found)
+
+    def reset(self) -> None:
+        """Drops every row (a new model makes them all meaningless); Chroma is then rebuilt whole.
+
+        The rows move to a new (empty) file: a file others may have mapped is never cut short."""
+        try:
+            with self._writing() as (db, state, _):
+                db.execute("DELETE FROM items")
+                db.execute("DELETE FROM unmirrored")
+                _set(db, rows=0, dead=0, dim=0, mirror_all=1, file=f"{self.name}.{int(state['generation']) + 1}.f32")
+        except (sqlite3.DatabaseError, KeyError, ValueError):  # damaged: start over (it is derived)
+            self.close()
+            for path in [self.path, self.path.with_name(self.path.name + "-journal"), *self._row_files()]:
+                path.unlink(missing_ok=True)
+            self._writer()
+
+    def mirrored(self, everything: bool, ids: Sequence[str]) -> None:
+        """Records that Chroma holds `ids` as this store does (and, with `everything`, all of it)."""
+        with self._writing(bump=False) as (db, _, _):
+            for start in range(0, len(ids), _SQL_BATCH):
+                batch = list(ids[start:start + _SQL_BATCH])
+                db.execute(f"DELETE FROM unmirrored WHERE id IN ({','.join('?' * len(batch))})", batch)
+            if everything:
+                _set(db, mirror_all=0)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db, self._writable = None, False
+
+    def _writer(self) -> sqlite3.Connection:
+        if not self._writable:
+            self.close()
+            with full_disk_guard(self.path, "the vector index", after=DERIVED):
+                self._folder.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(self.path, isolation_level=None, timeout=_BUSY_SECONDS, check_same_thread=False)
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                    for statement in _SCHEMA.split(";"):  # not executescript: it would commit
+                        if statement.strip():
+                            db.execute(statement)
+                    if not _state(db):
+                        _set(db, uid=uuid.uuid4().hex, generation=0, rows=0, dead=0, dim=0,
+                             file=f"{self.name}.0.f32", mirror_all=1)
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.close()
+                    raise
+            self._db, self._writable = db, True
+        return self._db  # type: ignore[return-value]
+
+    @contextmanager
+    def _writing(self, needed: int = 0, bump: bool = True
+                 ) -> Iterator[tuple[sqlite3.Connection, dict[str, Any], dict[str, int | None]]]:
+        """One write transaction: yields (connection, state, changes: id → its new row, None when
+        deleted, filled by the caller); bumps the generation, compacts when dead rows outnumber
+        live ones, commits, then unlinks the row files no longer named."""
+        db = self._writer()
+        changes: dict[str, int | None] = {}
+        with full_disk_guard(self.path, "the vector index", needed=needed, after=DERIVED):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                before = _state(db)
+                yield db, before, changes
+                if bump:
+                    _set(db, generation=int(before["generation"]) + 1)
+                    self._compact_if_due(db)
+                after = _state(db)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        if bump:
+            self._advance(before, after, changes)
+        for stale in self._row_files():
+            if stale.name != str(after["file"]):
+                stale.unlink(missing_ok=True)
+
+    def _advance(self, before: dict[str, Any], after: dict[str, Any], changes: dict[str, int | None]) -> None:
+        """Brings this process's snapshot from `before` to `after` with the changes it just wrote
+        (O(changes), not O(store)); a snapshot from another generation, or a new row file, is dropped."""
+        key = str(self.path)
+        seen = _SEEN.pop(key, None)
+        if seen is None or seen.key != (str(before["uid"]), int(before["generation"])) or after["file"] != seen.file:
+            return
+        rows, dim = int(after["rows"]), int(after["dim"])
+        seen.ids.extend([None] * (rows - len(seen.ids)))
+        seen.alive = np.concatenate([seen.alive, np.zeros(rows - len(seen.alive), dtype=bool)])
+        for item, row in changes.items():
+            old = seen.row_of.pop(item, None)
+            if old is not None:
+                seen.ids[old], seen.alive[old] = None, False
+            if row is not None:
+                seen.ids[row], seen.alive[row], seen.row_of[item] = item, True, row
+        seen.key, seen.dim = (str(after["uid"]), int(after["generation"])), dim
+        seen.matrix = _map(self._folder / seen.file, rows, dim) if rows != len(seen.matrix) else seen.matrix
+        _SEEN[key] = seen
+
+    def _compact_if_due(self, db: sqlite3.Connection) -> None:
+        """Copies the live rows to a new file when dead ones outnumber them (and COMPACT_MIN)."""
+        state = _state(db)
+        rows, dim, generation, dead = (int(state[k]) for k in ("rows", "dim", "generation", "dead"))
+        if dead <= max(rows - dead, COMPACT_MIN):  # counted as they die: no scan per write
+            return
+        order = list(db.execute("SELECT id, row FROM items ORDER BY row"))
+        old = _map(self._folder / str(state["file"]), rows, dim)
+        name = f"{self.name}.{generation}.f32"
+        with open(self._folder / name, "wb") as handle:
+            handle.writelines(old[[r for _, r in order[start:start + 4096]]].tobytes()  # bounded memory
+                              for start in range(0, len(order), 4096))
+            handle.flush()
+            os.fsync(handle.fileno())
+        _fsync_folder(self._folder)
+        db.executemany("UPDATE items SET row = ? WHERE id = ?", [(k, i) for k, (i, _) in enumerate(order)])
+        _set(db, rows=len(order), dead=0, file=name)
+
+    def _row_files(self) -> list[Path]:
+        pattern = re.compile(rf"{re.escape(self.name)}\.\d+\.f32")
+        return [p for p in self._folder.glob(f"{self.name}.*.f32") if pattern.fullmatch(p.name)]
+
+
+def _state(db: sqlite3.Connection) -> dict[str, Any]:
+    return dict(db.execute("SELECT key, value FROM state"))
+
+
+def _set(db: sqlite3.Connection, **values: Any) -> None:
+    db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?)", list(values.items()))
+
+
+def _select(db: sqlite3.Connection | None, columns: str, ids: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    assert db is not None
+    for start in range(0, len(ids), _SQL_BATCH):
+        batch = list(ids[start:start + _SQL_BATCH])
+        yield from db.execute(f"SELECT {columns} FROM items WHERE id IN ({','.join('?' * len(batch))})", batch)
+
+
+def _map(path: Path, rows: int, dim: int) -> np.ndarray:
+    """Maps the committed rows of a row file, read-only; rows past them (a torn append) are not mapped."""
+    if rows == 0 or dim == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    if path.stat().st_size < rows * dim * 4:
+        raise ValueError(f"{path}: shorter than its committed rows")
+    return np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
+
+
+def _append(path: Path, committed: int, rows: np.ndarray) -> None:
+    """Writes `rows` after the first `committed` bytes of `path` (cutting whatever a crash left past
+    them) and fsyncs: durable before any transaction names them."""
+    fresh = not path.exists()
+    with open(path, "ab") as handle:  # never truncates on open: readers may be mapping it
+        handle.truncate(committed)
+        handle.write(np.ascontiguousarray(rows, dtype=np.float32).tobytes())
+        handle.flush()
+        os.fsync(handle.fileno())
+    if fresh:
+        _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def _query_rows(vectors: np.ndarray, snap: _Snapshot, path: Path) -> np.ndarray:
+    queries = _unit(np.asarray(vectors, dtype=np.float32))
+    if queries.shape[1] != snap.dim:
+        raise InputError(f"{path}: the store holds {snap.dim}-dimensional vectors, the query is "
+                         f"{queries.shape[1]}-dimensional (a new model: run `engram compile`)", path=path)
+    return queries
+
+
+def _best(scores: np.ndarray, n: int) -> np.ndarray:
+    """Returns the indexes of the `n` highest scores, best first (ties by index)."""
+    n = min(n, len(scores))
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+    return top[np.lexsort((top, -scores[top]))]
