@@ -359,7 +359,8 @@ class FlatStore:
                 after = _state(db)
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # a failed COMMIT (a full disk) may have rolled back already
+                    db.execute("ROLLBACK")
                 raise
         if bump:
             self._advance(before, after, changes)

@@ -162,7 +162,7 @@ def test_chroma_full_through_the_cli_is_one_line(make_vault, monkeypatch):
         raise InternalError("error returned from database: (code: 13) database or disk is full")
 
     monkeypatch.setattr(chromadb, "PersistentClient", full)
-    code, _, err = run("memory", "add", "Staging runs on Fly.io", "--vault", str(vault), *NOW)
+    code, _, err = run("compile", "--vault", str(vault), *NOW)  # compile writes Chroma (a memory write does not)
     assert_one_full_disk_line(code, err, str(vault / ".engram" / "cache" / "chroma"))
     assert "could not write the vector index" in err
 
@@ -187,3 +187,23 @@ def test_a_journal_write_cut_short_leaves_the_journal_as_it_was(make_vault, monk
 def test_an_untranslated_enospc_still_names_the_file_and_the_room(tmp_path):
     line = describe(OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "x.md")))
     assert line.startswith(f"{tmp_path / 'x.md'}: could not write this file: the disk is full (")
+
+
+def test_flat_store_full_through_the_cli_is_one_line_and_reads_as_before(make_vault, monkeypatch):
+    from compiler.index import flat
+
+    vault = make_vault({".obsidian/app.json": "{}", "Home.md": "# Home\n"})
+    assert run("memory", "add", "Staging runs on Fly.io", "--vault", str(vault), *NOW)[0] == 0
+    real_append = flat._append
+
+    def no_room(path: Path, committed: int, rows: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(flat, "_append", no_room)  # the rows cannot be appended
+    code, _, err = run("memory", "add", "Production runs on AWS", "--vault", str(vault), *NOW)
+    assert_one_full_disk_line(code, err, str(vault / ".engram" / "cache" / "flat" / "memories.sqlite"))
+    assert "could not write the vector index" in err
+    monkeypatch.setattr(flat, "_append", real_append)  # the journal has it: the next run indexes it
+    code, out, err = run("recall", "Production runs on AWS", "--vault", str(vault), *NOW, "--json")
+    assert code == 0, err
+    assert {h["content"] for h in json.loads(out)} >= {"Staging runs on Fly.io", "Production runs on AWS"}
