@@ -41,13 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from compiler.core.errors import DERIVED, InputError, full_disk_guard
+from compiler.core.errors import DERIVED, CorruptDataError, InputError, full_disk_guard
 from compiler.index.vectors import VectorHit
 
 FOLDER = "flat"  # in .engram/cache
 COMPACT_MIN = 1024  # dead rows tolerated whatever the live count: small stores are never rewritten
 _QUERY_BLOCK = 256  # query rows scored at once: 256 × 50,000 × 4 bytes = 51 MB
 _SQL_BATCH = 500  # SQLite caps the variables of one statement
+_STATE_KEYS = ("uid", "generation", "rows", "dead", "dim", "file", "mirror_all")
 _BUSY_SECONDS = 60.0
 
 _SCHEMA = """
@@ -203,7 +204,7 @@ class FlatStore:
         return self._db
 
     def _load(self, db: sqlite3.Connection) -> _Snapshot:
-        state = _state(db)
+        state = _checked_state(db)
         key = (str(state["uid"]), int(state["generation"]))
         seen = _SEEN.get(str(self.path))
         if seen is not None and seen.key == key:
@@ -254,8 +255,8 @@ class FlatStore:
         with self._writing(needed) as (db, state, changes):
             dim = int(state["dim"]) or unit.shape[1]
             if unit.shape[1] != dim:
-                raise InputError(f"{self.path}: the store holds {dim}-dimensional vectors, not {unit.shape[1]} "
-                                 "(a new model: run `engram compile`)", path=self.path)
+                raise InputError(f"the store holds {dim}-dimensional vectors, not {unit.shape[1]} "
+                                 "(a new model: run `engram compile`)", path=str(self.path))
             rows = int(state["rows"])
             replaced = sum(1 for _ in _select(db, "id", [i for i, _, _ in items]))  # their old rows die
             _append(self._folder / str(state["file"]), rows * dim * 4, unit)
@@ -299,7 +300,7 @@ class FlatStore:
                 db.execute("DELETE FROM items")
                 db.execute("DELETE FROM unmirrored")
                 _set(db, rows=0, dead=0, dim=0, mirror_all=1, file=f"{self.name}.{int(state['generation']) + 1}.f32")
-        except (sqlite3.DatabaseError, KeyError, ValueError):  # damaged: start over (it is derived)
+        except (sqlite3.DatabaseError, CorruptDataError, KeyError, ValueError):  # damaged: start over (it is derived)
             self.close()
             for path in [self.path, self.path.with_name(self.path.name + "-journal"), *self._row_files()]:
                 path.unlink(missing_ok=True)
@@ -351,7 +352,11 @@ class FlatStore:
         with full_disk_guard(self.path, "the vector index", needed=needed, after=DERIVED):
             db.execute("BEGIN IMMEDIATE")
             try:
-                before = _state(db)
+                try:
+                    before = _checked_state(db)
+                except KeyError as error:  # reads see it as empty, so every caller resets it before writing
+                    raise CorruptDataError(f"{error.args[0]}; delete it and run `engram compile`",
+                                           path=str(self.path)) from error
                 yield db, before, changes
                 if bump:
                     _set(db, generation=int(before["generation"]) + 1)
@@ -415,6 +420,15 @@ def _state(db: sqlite3.Connection) -> dict[str, Any]:
     return dict(db.execute("SELECT key, value FROM state"))
 
 
+def _checked_state(db: sqlite3.Connection) -> dict[str, Any]:
+    """Returns the state, raising KeyError when a key is missing (a damaged store: it reads as empty)."""
+    state = _state(db)
+    missing = [k for k in _STATE_KEYS if k not in state]
+    if missing:
+        raise KeyError(f"the store's state lacks {', '.join(missing)}")
+    return state
+
+
 def _set(db: sqlite3.Connection, **values: Any) -> None:
     db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?)", list(values.items()))
 
@@ -464,8 +478,8 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 def _query_rows(vectors: np.ndarray, snap: _Snapshot, path: Path) -> np.ndarray:
     queries = _unit(np.asarray(vectors, dtype=np.float32))
     if queries.shape[1] != snap.dim:
-        raise InputError(f"{path}: the store holds {snap.dim}-dimensional vectors, the query is "
-                         f"{queries.shape[1]}-dimensional (a new model: run `engram compile`)", path=path)
+        raise InputError(f"the store holds {snap.dim}-dimensional vectors, the query is "
+                         f"{queries.shape[1]}-dimensional (a new model: run `engram compile`)", path=str(path))
     return queries
 
 

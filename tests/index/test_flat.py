@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.core.errors import InputError
+from compiler.core.errors import CorruptDataError, InputError
 from compiler.index import flat
 from compiler.index.flat import FlatStore
 
@@ -235,3 +235,15 @@ def test_changes_are_listed_until_mirrored(tmp_path: Path) -> None:
     assert store.unmirrored() == (False, ["v1", "v9"])
     store.reset()
     assert store.unmirrored() == (True, [])
+
+
+def test_a_state_missing_a_key_reads_as_empty_and_a_write_says_so_in_one_line(tmp_path: Path) -> None:
+    store = FlatStore(tmp_path, "c")
+    fill(store, unit_rows(3))
+    store._writer().execute("DELETE FROM state WHERE key = 'dead'")
+    assert not fresh_read(tmp_path).usable()
+    with pytest.raises(CorruptDataError, match="lacks dead"):
+        store.add(["x"], unit_rows(1), ["x"], [{}])
+    store.reset()
+    fill(store, unit_rows(2))
+    assert fresh_read(tmp_path).count() == 2
