@@ -56,7 +56,9 @@ CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value);
 CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, row INTEGER NOT NULL, document TEXT NOT NULL,
                                   metadata TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS unmirrored (id TEXT PRIMARY KEY);
-"""
+CREATE INDEX IF NOT EXISTS items_path ON items (json_extract(metadata, '$.path'), id);
+CREATE INDEX IF NOT EXISTS items_project ON items (json_extract(metadata, '$.project'), row);
+"""  # the two indexes (covering): what compile deletes by (a note's sections) and recall filters on (a project)
 
 
 def store_path(cache_dir: Path, name: str) -> Path:
