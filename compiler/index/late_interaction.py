@@ -1,4 +1,4 @@
-"""Late interaction: how well a memory answers a query, word piece by word piece.
+"""Late interaction: how well a memory or a note section answers a query, word piece by word piece.
 
 MaxSim (as in ColBERT) on the embedding model's contextual token vectors: each word piece of the
 query takes its best cosine among the memory's word pieces, and the memory's match is the mean
@@ -13,7 +13,8 @@ The token vectors of every memory text are computed when the text is embedded an
 embedding cache as int8 (x × 127: components of a unit vector lie in [−1, 1]; no ranking
 changed against float32), 384 bytes a word piece: about 11 KB for a LoCoMo turn. On LoCoMo's
 development set the match alone ranks better than BM25, cosine, or their hybrid
-(benchmarks/README.md).
+(benchmarks/README.md). The compile keeps note sections' token vectors the same way, for hybrid
+note search to rescore its best candidates (`match_stored`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def embed_query(embedder: Embedder, query: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def cache_token_vectors(texts: Iterable[str], tokens: EmbeddingCache, vectors: EmbeddingCache,
-                        embedder: Callable[[], Embedder], identity: str) -> int:
+                        embedder: Callable[[], Embedder], identity: str,
+                        progress: Callable[[int], None] = lambda n: None) -> int:
     """Computes and caches the token vectors of the `texts` not cached yet, and their sentence
     vectors from the same forward pass; returns how many texts that was (0 if the model has no
     token vectors). The model is only loaded (through `embedder`) when some text is missing."""
@@ -68,6 +70,7 @@ def cache_token_vectors(texts: Iterable[str], tokens: EmbeddingCache, vectors: E
         embedded = model.embed_tokens([by_hash[h] for h in batch])
         tokens.put_many(identity, {h: np.round(word_vectors(p, t) * SCALE) for h, (p, t, _) in zip(batch, embedded)})
         vectors.put_many(identity, {h: v for h, (_, _, v) in zip(batch, embedded)})
+        progress(len(batch))
     return len(missing)
 
 
@@ -101,3 +104,20 @@ def match(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.nda
         for other in group:
             best = np.maximum(best, weight * other)
     return float(best.mean()) if len(best) else 0.0
+
+
+
+def match_stored(tokens: EmbeddingCache, identity: str, query: np.ndarray, texts: Sequence[str]) -> list[float | None]:
+    """Returns each text's MaxSim match (as `match`, no neighbours) against the query's word-vector
+    matrix (`embed_query`), from the token vectors the compile stored; None for a text without
+    them (a vault compiled before they were kept). Never runs the model."""
+    found = tokens.get_many(identity, [text_hash(t) for t in texts])
+    scores: list[float | None] = []
+    for text in texts:
+        stored = found.get(text_hash(text))
+        if stored is None:
+            scores.append(None)
+            continue
+        words = stored.reshape(-1, query.shape[1]).astype(np.float32) / SCALE if len(query) else stored[:0]
+        scores.append(float((query @ words.T).max(axis=1).mean()) if len(words) else 0.0)
+    return scores

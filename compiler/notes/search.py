@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from compiler.core.errors import NotFoundError
+from compiler.index import late_interaction
 from compiler.index.embedder import embed_query
 from compiler.index.keywords import KeywordIndex, NoteRow
 from compiler.index.vector_index import open_for_search
@@ -23,6 +26,7 @@ from compiler.notes.saved_graph import load_graph
 BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6
 STRONG_HITS = 3  # graph bonus goes to neighbours of this many best hits
 POOL = 5  # sections fetched per wanted hit, before grouping by note and filtering
+RERANK = 20  # notes of the hybrid's first ranking that late interaction scores again
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ def vector_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
 
 def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters(), *, embedder: Any,
                   chroma_url: str = "", graph_bonus: float = 0.03) -> list[dict[str, Any]]:
-    """Returns up to `n` notes by 0.4 × keywords + 0.6 × cosine, plus a bonus for graph neighbours of strong hits.
+    """Returns up to `n` notes by 0.4 × keywords + 0.6 × meaning, plus a bonus for graph neighbours of strong hits.
 
     The keyword part is BM25 relative to the query's best match (1.0 for the best section, as in
     memory recall), times the share of the query's keyword weight the vault holds at all
@@ -101,10 +105,13 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     query's best section, 0.90 for its tenth), so keywords hardly ranked (benchmarks/README.md). BM25-only
     candidates are scored with their real cosine (read from the vector store), so a keyword hit
     is never penalised for missing the vector pool.
+
+    Meaning is first the cosine of sentence vectors; then the best RERANK notes are scored again
+    with late interaction in its place (`_rerank`), when the model has token vectors.
     """
     pool = max(n, 1) * POOL * 4
     store = open_for_search(vault / ".engram" / "cache", chroma_url, COLLECTION)
-    query_vector = embed_query(embedder, query)
+    query_vector, query_pieces = _embed(embedder, query)
     vector_hits = {h.id: h for h in store.query(query_vector, pool)}
     index = open_keyword_index(vault)
     try:
@@ -117,21 +124,83 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
         rows = index.notes(i.rsplit("#", 1)[0] for i in set(vector_hits) | set(keyword_hits))
     finally:
         index.close()
-    best: dict[str, dict[str, Any]] = {}
+    sections: dict[str, list[_Section]] = {}  # note path → its candidate sections
     for section_id in sorted(set(vector_hits) | set(keyword_hits)):
         row = rows.get(section_id.rsplit("#", 1)[0])
         if not row or not filters.accepts(row):
             continue
         keyword, vector = keyword_hits.get(section_id), vector_hits.get(section_id)
-        score = (BM25_WEIGHT * keyword_scale * (keyword.bm25 if keyword else 0.0)
-                 + VECTOR_WEIGHT * max(0.0, cosines.get(section_id, 0.0)))
-        if row.path not in best or score > best[row.path]["score"]:
-            line = keyword.line if keyword else int(vector.metadata.get("line", 1))  # type: ignore[union-attr]
-            snippet = keyword.snippet if keyword else _excerpt(vector.document)  # type: ignore[union-attr]
-            best[row.path] = _hit(row, line, score, snippet)
-    hits = sorted(best.values(), key=lambda h: (-h["score"], h["file"]))
+        sections.setdefault(row.path, []).append(_Section(
+            keyword=BM25_WEIGHT * keyword_scale * (keyword.bm25 if keyword else 0.0),
+            cosine=max(0.0, cosines.get(section_id, 0.0)),
+            line=keyword.line if keyword else int(vector.metadata.get("line", 1)),  # type: ignore[union-attr]
+            snippet=keyword.snippet if keyword else _excerpt(vector.document),  # type: ignore[union-attr]
+            text=keyword.body if keyword else vector.document))  # type: ignore[union-attr]
+    ranked = sorted(sections, key=lambda p: (-max(s.score(s.cosine) for s in sections[p]), p))
+    if len(query_pieces):
+        ranked = _rerank(vault, ranked, sections, rows, embedder, query_pieces)
+    hits = []
+    for path in ranked:
+        best = max(sections[path], key=lambda s: s.score(s.meaning))
+        hits.append(_hit(rows[path], best.line, best.score(best.meaning), best.snippet))
     _add_graph_bonus(hits, load_graph(vault / ".engram" / "cache" / "graph.json"), graph_bonus)
     return _finish(hits, n, filters)
+
+
+@dataclass
+class _Section:
+    """A candidate section of hybrid search: its weighted keyword part and its meaning."""
+
+    keyword: float  # BM25_WEIGHT × relative BM25 × coverage
+    cosine: float
+    line: int
+    snippet: str
+    text: str  # as stored: the note's title is not in front
+    late: float | None = None  # late-interaction match, for the sections of reranked notes
+
+    @property
+    def meaning(self) -> float:
+        return self.cosine if self.late is None else self.late
+
+    def score(self, meaning: float) -> float:
+        return self.keyword + VECTOR_WEIGHT * meaning
+
+
+def _embed(embedder: Any, query: str) -> tuple[Any, Any]:
+    """Returns the query's sentence vector and its word-piece vectors (empty when the model has none)."""
+    if late_interaction.supports(embedder) and not hasattr(embedder, "embed_query"):
+        return late_interaction.embed_query(embedder, query)
+    return embed_query(embedder, query), np.zeros((0, 0), dtype=np.float32)
+
+
+def _rerank(vault: Path, ranked: list[str], sections: dict[str, list[_Section]], rows: dict[str, NoteRow],
+            embedder: Any, query_pieces: Any) -> list[str]:
+    """Returns `ranked` with its first RERANK notes reordered by late interaction in place of the cosine.
+
+    A sentence vector blurs a section into its topic; matching word piece by word piece (MaxSim,
+    compiler.index.late_interaction) keeps the question's own words apart and still matches across
+    languages, where BM25 finds nothing (benchmarks/README.md). The token vectors are the ones the
+    compile stored (int8): reading a few hundred candidates' costs little, scoring every
+    section would not. A section without them keeps its cosine.
+    """
+    from compiler.index.cache import EmbeddingCache
+
+    head = ranked[:RERANK]
+    cache_file = vault / ".engram" / "cache" / "embeddings.sqlite"
+    todo = [s for p in head for s in sections[p]]
+    if not todo or not cache_file.is_file():
+        return ranked
+    texts = [s.text if s.text.startswith(rows[p].title) else f"{rows[p].title}\n{s.text}"
+             for p in head for s in sections[p]]  # what the compile embedded (its section_text)
+    tokens = EmbeddingCache(cache_file, late_interaction.TABLE, np.int8, readonly=True)
+    try:
+        matches = late_interaction.match_stored(tokens, embedder.identity, query_pieces, texts)
+    finally:
+        tokens.close()
+    for section, late in zip(todo, matches):
+        section.late = late
+    head.sort(key=lambda p: (-max(s.score(s.meaning) for s in sections[p]), p))
+    return head + ranked[RERANK:]
 
 
 def _add_graph_bonus(hits: list[dict[str, Any]], graph: Any, bonus: float) -> None:

@@ -10,16 +10,20 @@ purpose, regenerate them with `make compile` and review the diff.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compiler.commands.compile import compile_vault
 from compiler.core.settings import load_settings
+from compiler.index import late_interaction
+from compiler.index.cache import EmbeddingCache
 from compiler.index.embedder import load_embedder
 from compiler.index.keywords import KeywordIndex
-from compiler.memory.recall import recall
 from compiler.memory.input import read_import_file
+from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import store_memory, write_memories
 from compiler.notes.search import Filters, hybrid_search, keyword_search
@@ -87,6 +91,21 @@ def test_hybrid_query_finds_the_right_note_first(compiled, query, expected):
     vault, _ = compiled
     embedder = load_embedder(load_settings(vault).model)
     assert hybrid_search(vault, query, 3, embedder=embedder)[0]["file"] == expected
+
+
+def test_every_section_has_the_token_vectors_the_rerank_reads(compiled):
+    vault, report = compiled
+    embedder = load_embedder(load_settings(vault).model)
+    cache = vault / ".engram/cache"
+    with sqlite3.connect(cache / "fts.sqlite") as db:
+        titles = dict(db.execute("SELECT path, title FROM notes"))
+        bodies = [(path, body) for path, body in db.execute("SELECT path, body FROM sections")]
+    # The texts as hybrid search rebuilds them (the compile's section_text): none may be missing.
+    texts = [body if body.startswith(titles[path]) else f"{titles[path]}\n{body}" for path, body in bodies]
+    _, pieces = late_interaction.embed_query(embedder, "roll back a deploy")
+    tokens = EmbeddingCache(cache / "embeddings.sqlite", late_interaction.TABLE, np.int8, readonly=True)
+    matches = late_interaction.match_stored(tokens, embedder.identity, pieces, texts)
+    assert len(matches) == report.sections and None not in matches and 0 < min(matches) <= max(matches) <= 1
 
 
 def test_keyword_search_folds_accents_and_filters_by_tag(compiled):
