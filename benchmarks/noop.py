@@ -1,10 +1,11 @@
 """No-op compile at scale: `python benchmarks/noop.py [--notes 10000] [--json]`.
 
 Generates the synthetic vault of bench.py, builds it once, then times no-op compiles (nothing
-changed), a compile after `touch` of every tenth note (stats moved, bytes did not) and a compile
-after one note was edited. What a no-op costs does not depend on the model, so the first build
-uses a small hashing embedder (the one the unit tests use) instead of MiniLM: 10,000 notes build
-in minutes instead of half an hour. Nothing here asserts a time.
+changed), a compile after `touch` of every tenth note (stats moved, bytes did not), a compile
+after one note was edited, and a cold `engram search` (a new process, median of 5) on that
+vault. What a no-op costs does not depend on the model, so the first build uses a small hashing
+embedder (the one the unit tests use) instead of MiniLM: 10,000 notes build in minutes instead of
+half an hour. Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench import append_paragraph, generate_vault, log  # noqa: E402
+from benchmarks.bench import (  # noqa: E402
+    SEARCH_RUNS,
+    SEARCH_WORDS,
+    append_paragraph,
+    generate_vault,
+    log,
+    run_cli,
+)
 from compiler.commands.compile import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from tests.conftest import FakeEmbedder  # noqa: E402
@@ -53,7 +61,12 @@ def run(notes: int, workdir: Path) -> dict[str, Any]:
     append_paragraph(files[len(files) // 2], 7)
     log("one note edited")
     edited = timed_compile(vault, embedder)
+    log(f"cold engram search ×{SEARCH_RUNS}")  # keywords only: no model is loaded
+    searches = [run_cli("search", "--vault", str(vault), SEARCH_WORDS) for _ in range(SEARCH_RUNS)]
     return {"notes": notes, "first_build_s": first["s"], "sections": first["embedded"],
+            "cold_search_s": statistics.median(r[0] for r in searches),
+            "cold_search_cpu_s": statistics.median(r[1] for r in searches),
+            "cold_search_runs_s": [round(r[0], 3) for r in searches],
             "noop_s": statistics.median(r["s"] for r in noops), "noop_cpu_s": statistics.median(r["cpu_s"] for r in noops),
             "noop_runs_s": [r["s"] for r in noops], "noop_written": max(r["written"] for r in noops),
             "touched_s": touched["s"], "touched_cpu_s": touched["cpu_s"], "touched_written": touched["written"],
@@ -73,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{figures['notes']} notes: no-op {figures['noop_s']:.2f} s wall / {figures['noop_cpu_s']:.2f} s CPU "
               f"(median of {RUNS}) · every tenth note touched {figures['touched_s']:.2f} s · one note edited "
-              f"{figures['one_change_s']:.2f} s · load {figures['load_avg']}")
+              f"{figures['one_change_s']:.2f} s · cold search {figures['cold_search_s']:.2f} s · load {figures['load_avg']}")
     return 0
 
 

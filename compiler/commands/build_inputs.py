@@ -9,8 +9,9 @@ made. The next compile stats the same things (one lstat each; only a note whose 
 inode moved is hashed again) and, when every part matches, returns that report without loading
 the state, a model, an index or a template.
 
-Time is an input too: memory pages show strength at `now`. The shortcut is taken only while the
-clock is pinned at the same instant, or when there are no memory events.
+Time is an input too: memory pages show strength at 00:00 UTC of the current day (or at the pinned
+clock), so the day is part of the digest, and maintenance falls due `maintenance_hours` after it
+last ran: the shortcut holds until the next midnight or that moment, whichever comes first.
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import compiler
 from compiler.commands.vault_paths import VaultPaths
+from compiler.core import clock
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.records import FileStamp
 from compiler.notes.scan import ScanResult, scan_vault
 
-INPUTS_VERSION = 1
+INPUTS_VERSION = 2
 BUNDLED_TEMPLATES = Path(compiler.__file__).resolve().parent.parent / "templates"
 MEMORY_SKIPPED = ("cache", "lock")  # under .engram: derived or transient, never an input of the pages
 
@@ -47,15 +50,20 @@ class BuildInputs:
         return self.parts == other.parts
 
 
+def shown_instant(settings: Settings, now: datetime) -> datetime:
+    """Returns the instant the memory pages show strength at: a pinned clock as it is, the real one
+    as of 00:00 UTC today, so a page changes when its shown values move, at most once a day."""
+    return clock.parse_time(settings.now) if settings.now else clock.day_start(now)
+
+
 def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: ScanResult,
-                  override_templates: Path, memory_events: bool) -> BuildInputs:
-    """Returns the digest of what a build of `scan` reads, as it is on disk now."""
+                  override_templates: Path, shown_at: str) -> BuildInputs:
+    """Returns the digest of what a build of `scan` reads, as it is on disk now; `shown_at` is the
+    instant its memory pages show strength at ("" when there are no memories)."""
     notes = [(s.path, s.sha256) for s in scan.notes]  # content, not stat: a touched note is unchanged
     skipped = [w.to_dict() for w in scan.skipped]
-    # Which pages a build writes depends on the clock only through the memory pages.
-    clock = settings.now if settings.now or not memory_events else "unpinned"
     parts = {
-        "settings": _digest([settings.to_dict(), identity, clock]),
+        "settings": _digest([settings.to_dict(), identity, shown_at]),
         "code": _digest(_code_stats()),
         "templates": _digest([*_tree_stats(BUNDLED_TEMPLATES), *_tree_stats(override_templates)]),
         "notes": _digest([notes, list(scan.attachments), skipped]),
@@ -74,21 +82,24 @@ def unchanged_build(paths: VaultPaths, settings: Settings, identity: str, overri
     record = _load(paths.inputs)
     if record is None or settings.chroma_url:  # a Chroma server can be emptied or swapped behind our back
         return None, None
-    previous, report, memory_events = record
-    if memory_events and not settings.now:
-        return None, None  # strength decays by the second: pages may differ
+    previous, report, memory = record
+    now = clock.utc_now()
+    if memory.get("maintenance_due") and now >= clock.parse_time(memory["maintenance_due"]):
+        return None, None  # maintenance falls due: the build runs it
+    shown_at = clock.format_time(shown_instant(settings, now)) if memory.get("shown_at") else ""
     scan = scan_vault(paths.root, (*settings.ignore, settings.out), previous.stamps)
-    current = gather_inputs(paths, settings, identity, scan, override_templates, memory_events)
+    current = gather_inputs(paths, settings, identity, scan, override_templates, shown_at)
     if not current.matches(previous):
         return None, scan
     if current.stamps != previous.stamps:  # touched, not changed: remember the new stats, hash them never again
-        save_inputs(paths.inputs, current, report, memory_events)
+        save_inputs(paths.inputs, current, report, memory)
     return report, None
 
 
-def save_inputs(path: Path, inputs: BuildInputs, report: Mapping[str, Any], memory_events: bool) -> None:
-    """Writes the record of a finished build: its inputs' digest, the note stamps and its report."""
-    data = {"version": INPUTS_VERSION, "parts": inputs.parts, "memory_events": memory_events, "report": report,
+def save_inputs(path: Path, inputs: BuildInputs, report: Mapping[str, Any], memory: Mapping[str, str]) -> None:
+    """Writes the record of a finished build: its inputs' digest, the note stamps, its report and
+    `memory` ({"shown_at", "maintenance_due"}, each "" when it does not apply)."""
+    data = {"version": INPUTS_VERSION, "parts": inputs.parts, "memory": dict(memory), "report": report,
             "stamps": {p: [s.size, s.mtime_ns, s.sha256, s.inode] for p, s in inputs.stamps.items()}}
     atomic_write(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), durable=False)
 
@@ -98,13 +109,14 @@ def forget_inputs(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-def _load(path: Path) -> tuple[BuildInputs, dict[str, Any], bool] | None:
+def _load(path: Path) -> tuple[BuildInputs, dict[str, Any], dict[str, str]] | None:
     try:
         data = json.loads(path.read_bytes())
         if data.get("version") != INPUTS_VERSION:
             return None
         stamps = {p: FileStamp(p, *stamp) for p, stamp in data["stamps"].items()}
-        return BuildInputs(dict(data["parts"]), stamps), data["report"], bool(data["memory_events"])
+        memory = {k: str(data["memory"].get(k) or "") for k in ("shown_at", "maintenance_due")}
+        return BuildInputs(dict(data["parts"]), stamps), data["report"], memory
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -160,8 +160,9 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                   "maintenance": memory.maintenance},
         seconds=round(time.perf_counter() - started, 3))
-    inputs = gather_inputs(paths, settings, model.identity, scan, overrides, bool(memory.events_digest))
-    save_inputs(paths.inputs, inputs, report.to_dict(), bool(memory.events_digest))
+    inputs = gather_inputs(paths, settings, model.identity, scan, overrides, memory.shown_at)
+    save_inputs(paths.inputs, inputs, report.to_dict(),
+                {"shown_at": memory.shown_at, "maintenance_due": memory.maintenance_due})
     return report
 
 

@@ -1,5 +1,9 @@
 """Stage 4 of compile, memory: fold the events at `now`, take in page edits, maintain, render pages.
 
+The pages show strength as of the start of the current UTC day (or at the pinned clock): time
+passing alone changes them once a day, not at every compile, so a compile an hour later has
+nothing to write and can take the no-op shortcut (compiler.commands.build_inputs).
+
 A person who edits the content of an observation page has made an update: the edit is
 detected by hash (the page no longer matches what we wrote) and becomes an update event,
 instead of being overwritten.
@@ -10,10 +14,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compiler.core.clock import format_time
+from compiler.commands.build_inputs import shown_instant
+from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning
 from compiler.core.files import is_generated
 from compiler.core.settings import Settings
@@ -50,6 +56,8 @@ class MemoryStage:
     live: int = 0
     archived: int = 0
     events_digest: str = ""  # of every event the pages reflect ("" when there are none)
+    shown_at: str = ""  # the instant the pages show strength at ("" when there are no events)
+    maintenance_due: str = ""  # when maintenance falls due by time alone ("" with a pinned clock: never)
 
 
 def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, page_ids: Mapping[str, str],
@@ -64,15 +72,20 @@ def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, pa
             return result
         result.edits = _take_page_edits(vault, settings.out, before, page_ids, written)
         result.maintenance = _maintain_if_due(vault, before.events)
-        _render(result, read_memories(vault), env)
+        memories = read_memories(vault)
+        shown = shown_instant(settings, memories.now)
+        _render(result, memories, shown, env)
+        result.shown_at = format_time(shown)
+        if not settings.now:
+            result.maintenance_due = format_time(_maintenance_due(vault, memories.now))
     return result
 
 
-def _render(result: MemoryStage, memories: Memories, env: jinja2.Environment) -> None:
-    """Fills `result` with the pages of `memories`, the project links and the counts."""
+def _render(result: MemoryStage, memories: Memories, shown: datetime, env: jinja2.Environment) -> None:
+    """Fills `result` with the pages of `memories` as of `shown`, the project links and the counts."""
     result.state = dict(memories.state)
-    pruned = archived(result.state, memories.now)
-    result.pages, result.page_ids = render_memory_pages(result.state, pruned, memories.now, env)
+    pruned = archived(result.state, shown)
+    result.pages, result.page_ids = render_memory_pages(result.state, pruned, shown, env)
     result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
     result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
     result.archived = len(pruned)
@@ -84,6 +97,12 @@ def _maintain_if_due(vault: VaultMemory, events: EventSet) -> dict[str, Any]:
     if not maintenance_due(vault, events):
         return {"skipped": True, **last_maintenance(vault.engram)}
     return run_maintenance(vault)
+
+
+def _maintenance_due(vault: VaultMemory, now: datetime) -> datetime:
+    """Returns when maintenance falls due with no new event: `maintenance_hours` after the last one."""
+    at = last_maintenance(vault.engram).get("at")
+    return parse_time(at) + timedelta(hours=vault.settings.maintenance_hours) if at else now
 
 
 def _take_page_edits(vault: VaultMemory, out: str, memories: Memories, page_ids: Mapping[str, str],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # the engram CLI's timestamp format, UTC
@@ -10,6 +10,21 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # the engram CLI's timestamp format, UTC
 
 class TimeRangeError(ValueError):
     """A well-formed time that falls outside years 1 to 9999 once converted to UTC."""
+
+
+def utc_now() -> datetime:
+    """Returns the real clock, UTC to the second: the one place it is read (tests move it here)."""
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def day_start(moment: datetime) -> datetime:
+    """Returns 00:00:00 UTC of `moment`'s day: the instant memory pages show strength at."""
+    return moment.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def next_day(moment: datetime) -> datetime:
+    """Returns 00:00:00 UTC of the day after `moment`'s: when the pages' strengths move next."""
+    return day_start(moment) + timedelta(days=1)
 
 
 def format_time(moment: datetime) -> str:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from compiler.core.errors import ModelLoadError
 from compiler.core.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL
+
+if TYPE_CHECKING:  # numpy only in annotations: `engram search` and a no-op compile never import it (0.1 s)
+    import numpy as np
 
 INFERENCE_ENV = "ENGRAM_INFERENCE"  # "torch": the bundled model through sentence-transformers
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
+from compiler.core import clock
 from compiler.core.clock import parse_time
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
@@ -90,7 +91,7 @@ class VaultMemory:
 
     def now(self) -> datetime:
         """Returns the memory clock: the pinned time, else UTC now to the second."""
-        return self._fixed_now or datetime.now(timezone.utc).replace(microsecond=0)
+        return self._fixed_now or clock.utc_now()  # compiler.core.clock: where tests move time
 
     def embedder(self) -> Embedder:
         """Returns the embedding model, loading it on first use."""

@@ -133,14 +133,24 @@ def test_memory_event_rebuilds_and_pinned_clock_allows_the_shortcut(make_vault, 
     assert len(scans) == 2  # same events, same pinned instant: nothing to do
 
 
-def test_unpinned_clock_with_memories_always_builds(make_vault, fake_embedder, scans):
+def test_unpinned_clock_with_memories_builds_once_maintenance_is_due(make_vault, fake_embedder, scans, monkeypatch):
+    from datetime import datetime, timedelta, timezone
+
+    from compiler.core import clock
+
+    start = datetime(2026, 11, 30, 0, 30, tzinfo=timezone.utc)
+    monkeypatch.setattr(clock, "utc_now", lambda: start)
     vault = make_vault(NOTES)
-    with VaultMemory(vault, PINNED, embedder=fake_embedder) as memory:
+    with VaultMemory(vault, Settings(), embedder=fake_embedder) as memory:
         write_memories(memory, [MemoryInput(content="The payments API runs on PostgreSQL 16.", project="pay",
-                                            created_at="2026-11-30 12:00:00")])
+                                            created_at="2026-11-28 12:00:00")])
     built(vault, fake_embedder)
+    monkeypatch.setattr(clock, "utc_now", lambda: start + timedelta(hours=11))
+    assert built(vault, fake_embedder).written == []
+    assert len(scans) == 1  # the same day, maintenance not due: the pages show the same strengths
+    monkeypatch.setattr(clock, "utc_now", lambda: start + timedelta(hours=12, minutes=1))
     built(vault, fake_embedder)
-    assert len(scans) == 2  # strength decays with the clock: the pages may differ
+    assert len(scans) == 2  # maintenance_hours (12) after the last maintenance: the build runs it
 
 
 def test_deleted_state_or_index_builds_again(make_vault, fake_embedder, scans):
