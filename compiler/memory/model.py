@@ -156,8 +156,14 @@ def _merge_sources(current: Iterable[str], more: Iterable[str]) -> tuple[str, ..
     return tuple(dict.fromkeys([*current, *(str(s) for s in more)]))
 
 
+def _dated(event: MemoryEvent) -> str:
+    """Returns when a write-path change happened: the item's own date when it carried one (an
+    import of dated items), else the event's time."""
+    return str(event.data.get("created_at") or event.at)
+
+
 def _reinforce(obs: Observation, event: MemoryEvent) -> Observation:
-    return replace(obs, recall_count=obs.recall_count + 1, reinforced_at=event.at,
+    return replace(obs, recall_count=obs.recall_count + 1, reinforced_at=max(obs.reinforced_at, _dated(event)),
                    sources=_merge_sources(obs.sources, event.data.get("sources", ())))
 
 
@@ -165,9 +171,10 @@ def _rewrite(obs: Observation, event: MemoryEvent) -> Observation:
     """merge, replace and update: new content, the old one kept as history."""
     data = event.data
     old = Version(obs.updated_at, event.op, obs.content, str(data.get("source", "")))
+    when = _dated(event)
     return replace(obs, content=str(data.get("content", obs.content)), title=str(data.get("title") or obs.title),
-                   importance=float(data.get("importance", obs.importance)), updated_at=event.at,
-                   reinforced_at=event.at, history=(*obs.history, old),
+                   importance=float(data.get("importance", obs.importance)), updated_at=when,
+                   reinforced_at=max(obs.reinforced_at, when), history=(*obs.history, old),
                    fields={**obs.fields, **data.get("fields", {})},
                    sources=_merge_sources(obs.sources, data.get("sources", ())))
 

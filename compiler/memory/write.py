@@ -157,6 +157,10 @@ def event_for(decision: Decision, item: MemoryInput, memory_id: str, at: str, fo
     op = {"reinforced": "reinforce", "merged": "merge", "replaced": "replace"}[decision.action]
     data = {"sources": sources, "source": memory_id, "similarity": round(decision.similarity, 4),
             "reason": decision.reason}
+    if item.created_at:
+        # A dated item (an import) changes its target as of its own date; `at` stays the write
+        # clock, which orders replay (an old date would sort the change before its target's save).
+        data["created_at"] = item.created_at
     if decision.content:
         data["content"] = decision.content
     return MemoryEvent(event_id(op, memory_id), op, decision.target, at, data)
