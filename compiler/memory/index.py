@@ -6,7 +6,6 @@ live memories, re-embedding only texts the embedding cache has not seen.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.core.derived_sqlite import connect_derived
 from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
@@ -119,7 +119,7 @@ class MemoryKeywordIndex:
         self._path = path
         with full_disk_guard(path, "the memory keyword index", after=DERIVED):
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path)
+            self._db = connect_derived(path)
             self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, "
                              "project UNINDEXED, text_sha UNINDEXED, title, content, context, context2, "
                              f"tokenize='{TOKENIZER}')")
