@@ -108,7 +108,7 @@ def resolve_batch(vault: VaultMemory, batch: Sequence[MemoryInput], vectors: np.
         if memory_id in written.known:
             answers.append(written.known_answer(memory_id))
             continue
-        cosines = {**dict(found[row]), **written.cosines(vectors[row])}
+        cosines = {**dict(found[row]), **written.cosines(vectors[row], item.project, item.kind)}
         decision = decide(item.content, _nearest(item, cosines, state), vault.limits)
         event = event_for(decision, item, memory_id, at, written.last.get((item.project, item.session_id), ""))
         events.append(event)
@@ -123,12 +123,18 @@ class _Written:
         self.state = state
         self.lookups = lookups
         self.known = lookups.holders  # source id → the memory holding it; folded-in writes count as known
-        self.vectors: dict[str, np.ndarray] = {}  # written in this batch, not in the vector index yet
+        # Written in this batch, not in the vector index yet, by (project, kind): resolve only
+        # looks at memories of the item's own project and kind.
+        self.vectors: dict[tuple[str, str], dict[str, np.ndarray]] = {}
         self.last: dict[tuple[str, str], str] = {}  # (project, session) → the memory the last item went to
 
-    def cosines(self, vector: np.ndarray) -> dict[str, float]:
-        """Returns {id: cosine} of `vector` with each memory written earlier in the batch."""
-        return {i: float(v @ vector) for i, v in self.vectors.items()}
+    def cosines(self, vector: np.ndarray, project: str, kind: str) -> dict[str, float]:
+        """Returns {id: cosine} of `vector` with each memory of `project` and `kind` written
+        earlier in the batch (one matrix product: a batch of 256 made 33,000 dot products)."""
+        group = self.vectors.get((project, kind))
+        if not group:
+            return {}
+        return dict(zip(group, (np.stack(list(group.values())) @ vector).tolist()))
 
     def known_answer(self, memory_id: str) -> dict[str, Any]:
         """Returns the answer for an item whose source is already known: nothing is written."""
@@ -143,16 +149,17 @@ class _Written:
         if changed is not None:
             state[event.memory] = changed
             self.lookups.note(before, changed)
-        self.vectors[event.memory] = vector
+        obs = state[event.memory]
+        self.vectors.setdefault((obs.project, obs.kind), {})[event.memory] = vector
         self.last[(item.project, item.session_id)] = event.memory
-        return state[event.memory]
+        return obs
 
 
 def _nearest(item: MemoryInput, cosines: dict[str, float],
              state: Mapping[str, Observation]) -> list[tuple[Observation, float]]:
     """Returns the candidates resolve may fold `item` into: live, same project, same kind."""
-    return [(state[i], c) for i, c in cosines.items() if i in state and state[i].live
-            and state[i].project == item.project and state[i].kind == item.kind]
+    found = ((state.get(i), c) for i, c in cosines.items())  # one lookup each: `state` is a layered view
+    return [(o, c) for o, c in found if o is not None and o.live and o.project == item.project and o.kind == item.kind]
 
 
 def event_for(decision: Decision, item: MemoryInput, memory_id: str, at: str, follows: str = "") -> MemoryEvent:
