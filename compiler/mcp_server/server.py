@@ -5,16 +5,17 @@ prints with --json. Calls run one at a time on one worker thread (SQLite and Chr
 on it), and so does maintenance, at start and every `maintenance_hours`. One long-lived
 `VaultMemory` serves every call, its index kept open between calls: the events are re-read on
 each (its fold applies only the new ones) and the index is reopened only when another process
-wrote to it (`VaultMemory.index`), so a concurrent `engram compile` or `engram memory add` is seen.
-
-`initialize` is answered before anything heavy is imported: the memory library, numpy, the model
-and the index load on the worker once the client says it is initialized (`serve_stdio`), and
-maintenance waits behind them, so the handshake never shares the one interpreter lock with them. An expected failure (compiler.core.errors.EXPECTED: input a
+wrote to it (`VaultMemory.close_if_stale`), so a concurrent `engram compile` or `engram memory
+add` is seen. An expected failure (compiler.core.errors.EXPECTED: input a
 caller can get wrong, an unknown id, a busy vault, a path outside the vault) is a tool error
 with one clear line (`MemoryServer._run`, the one handler), and the server goes on; so is an
 argument that does not validate (`EngramMCP.call_tool`: one line, not pydantic's dump). What
 mcp-engram 0.5 accepted is accepted (compiler.mcp_server.contract), and the Go engram CLI's tool
 names that map onto ours are aliases (docs/migration.md has the table).
+
+`initialize` is answered before anything heavy is imported: the memory library, numpy, the model
+and the index load on the worker once the client says it is initialized (`serve_stdio`), and
+maintenance waits behind them, so the handshake never shares the one interpreter lock with them.
 """
 
 from __future__ import annotations
