@@ -33,14 +33,22 @@ def read_generation(cache_dir: Path) -> str:
     return "/".join(parts)
 
 
-def note_own_writes(cache_dir: Path, seen_at_lock: str) -> None:
+def lock_taken(cache_dir: Path) -> tuple[str, str | None]:
+    """Returns what `note_own_writes` needs, read as the writer lock is taken: the generation on
+    disk and the one this process's client is current with."""
+    return read_generation(cache_dir), _current.get(_key(cache_dir))
+
+
+def note_own_writes(cache_dir: Path, at_lock: tuple[str, str | None]) -> None:
     """Called as this process releases the writer lock: its own writes do not make its client stale.
 
-    `seen_at_lock` is the generation read when the lock was taken: if this process's client was
-    current then, nobody else wrote since, so it is current now too.
+    `at_lock` is `lock_taken`'s answer: if this process's client was current then, or was
+    (re)opened while the lock was held (opening writes to the store too), nobody else wrote
+    since, so it is current now too.
     """
     key = _key(cache_dir)
-    if key in _current and _current[key] == seen_at_lock:
+    seen, client = at_lock
+    if key in _current and (_current[key] == seen or _current[key] != client):
         _current[key] = read_generation(cache_dir)
 
 

@@ -14,7 +14,7 @@ import filelock
 
 from compiler.core.errors import BusyError
 from compiler.core.files import contained
-from compiler.core.generation import note_own_writes, read_generation
+from compiler.core.generation import lock_taken, note_own_writes
 from compiler.core.local_state import ensure_gitignore
 
 _LOCKS: dict[str, filelock.FileLock] = {}
@@ -37,7 +37,7 @@ def writer_lock(engram_dir: Path, timeout: float = 600.0) -> Iterator[None]:
     try:
         with lock.acquire(timeout=timeout):
             outermost = lock.lock_counter == 1
-            seen = read_generation(engram_dir / "cache") if outermost else ""
+            seen = lock_taken(engram_dir / "cache") if outermost else ("", None)
             try:
                 yield
             finally:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from compiler.core.derived_sqlite import connect_derived
 from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.index.embedder import Embedder
 
@@ -31,7 +31,7 @@ class EmbeddingCache:
         self._absent = False
         with full_disk_guard(path, "the embedding cache", after=DERIVED):
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path)
+            self._db = connect_derived(path)
             self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (model TEXT, text_sha TEXT, vector BLOB, "
                              "PRIMARY KEY (model, text_sha))")
 

@@ -3,14 +3,19 @@
 Each tool calls one library function and answers its value as JSON text: the value the CLI
 prints with --json. Calls run one at a time on one worker thread (SQLite and Chroma handles stay
 on it), and so does maintenance, at start and every `maintenance_hours`. One long-lived
-`VaultMemory` serves every call: the events are re-read on each (its fold applies only the new
-ones) and Chroma is reopened when another process wrote to it, so a concurrent `engram compile`
-or `engram memory add` is seen. An expected failure (compiler.core.errors.EXPECTED: input a
+`VaultMemory` serves every call, its index kept open between calls: the events are re-read on
+each (its fold applies only the new ones) and the index is reopened only when another process
+wrote to it (`VaultMemory.close_if_stale`), so a concurrent `engram compile` or `engram memory
+add` is seen. An expected failure (compiler.core.errors.EXPECTED: input a
 caller can get wrong, an unknown id, a busy vault, a path outside the vault) is a tool error
 with one clear line (`MemoryServer._run`, the one handler), and the server goes on; so is an
 argument that does not validate (`EngramMCP.call_tool`: one line, not pydantic's dump). What
 mcp-engram 0.5 accepted is accepted (compiler.mcp_server.contract), and the Go engram CLI's tool
 names that map onto ours are aliases (docs/migration.md has the table).
+
+`initialize` is answered before anything heavy is imported: the memory library, numpy, the model
+and the index load on the worker once the client says it is initialized (`serve_stdio`), and
+maintenance waits behind them, so the handshake never shares the one interpreter lock with them.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
@@ -33,11 +40,13 @@ from pydantic import Field, ValidationError
 from compiler.commands.setup import MEMORY_RULES
 from compiler.core.errors import EXPECTED, InputError, describe
 from compiler.core.settings import Settings
-from compiler.index.embedder import Embedder
 from compiler.mcp_server import contract
 from compiler.memory.input import MemoryInput
-from compiler.memory.vault import VaultMemory
-from compiler.notes.access import MAX_PATH_CHARS, read_note
+from compiler.notes.access import MAX_PATH_CHARS
+
+if TYPE_CHECKING:  # the memory library pulls numpy and the index in: imported on the worker, after the handshake
+    from compiler.index.embedder import Embedder
+    from compiler.memory.vault import VaultMemory
 
 MAX_QUERY_CHARS = 2000
 MAX_TEXT_CHARS = 100_000  # the library's 64 KB limit on one memory gives the precise message below this
@@ -56,6 +65,21 @@ Importance = Annotated[float, Field(description="0..1: how slowly it fades (outs
 Category = Annotated[str, Field(max_length=100, description="fact, strategy, assumption or failure (another word "
                                                          "is mapped, with a warning)")]
 MAX_ID_CHARS = 100
+
+
+@cache
+def library() -> SimpleNamespace:
+    """The memory and notes functions the tools call, imported on first use (on the worker)."""
+    from compiler.memory import edits, engineering, write
+    from compiler.memory.maintenance import run_maintenance
+    from compiler.memory.recall import recall
+    from compiler.memory.vault import VaultMemory, read_memories
+    from compiler.notes.access import read_note
+    from compiler.notes.search import Filters, hybrid_search
+
+    return SimpleNamespace(edits=edits, eng=engineering, write=write, run_maintenance=run_maintenance, recall=recall,
+                           VaultMemory=VaultMemory, read_memories=read_memories, read_note=read_note,
+                           Filters=Filters, hybrid_search=hybrid_search)
 
 
 def memory_from_metadata(content: str, importance: float, category: str, metadata: dict[str, Any],
@@ -95,7 +119,7 @@ class MemoryServer:
         failure becomes a tool error with its one line (FastMCP answers any exception a tool raises
         as an error result); anything else is logged with its traceback and raised as it is."""
         if self._memory is None:  # one handle for every call: its fold is incremental, its model loaded once
-            self._memory = VaultMemory(self.vault, self.settings, embedder=self._embedder)
+            self._memory = library().VaultMemory(self.vault, self.settings, embedder=self._embedder)
         try:
             return to_json(action(self._memory))
         except EXPECTED as error:
@@ -103,8 +127,6 @@ class MemoryServer:
         except Exception:
             log.exception("tool call failed")
             raise
-        finally:
-            self._memory.close()  # Chroma and SQLite handles live for one call: others may write before the next
 
     def start_warmup(self) -> None:
         """Loads the model and opens the index on the worker, in the background: `initialize` is
@@ -116,12 +138,10 @@ class MemoryServer:
         threading.Thread(target=self._maintain_forever, name="engram-maintenance", daemon=True).start()
 
     def _maintain_forever(self) -> None:
-        from compiler.memory.maintenance import run_maintenance
-
         interval = max(60.0, self.settings.maintenance_hours * 3600)
         while not self._stop.is_set():
             try:
-                done = self._worker.submit(self._run, run_maintenance).result()
+                done = self._worker.submit(self._run, lambda m: library().run_maintenance(m)).result()
                 log.info("maintenance: %s", " ".join(done.split()))
             except Exception as error:  # a failed maintenance never stops the server
                 log.warning("maintenance failed: %s", error)
@@ -129,16 +149,16 @@ class MemoryServer:
 
     def close(self) -> None:
         self._stop.set()
+        if self._memory is not None:  # its SQLite handles belong to the worker thread
+            self._worker.submit(self._memory.close)
         self._worker.shutdown(wait=True, cancel_futures=True)
 
 
 def _warm(memory: VaultMemory) -> None:
-    """What the first tool call would load: the model, the vector store, the events' fold."""
-    from compiler.memory.vault import read_memories
-
+    """What the first tool call would load: the library, the model, the vector store, the events' fold."""
     memory.embedder()
     memory.index()
-    read_memories(memory)
+    library().read_memories(memory)
 
 
 class EngramMCP(FastMCP):
@@ -162,12 +182,8 @@ def memory_id(value: str | int) -> str:
 
 
 def build_server(memory: MemoryServer) -> FastMCP:
-    """Returns the FastMCP server with every tool bound to `memory`."""
-    from compiler.memory import edits, write
-    from compiler.memory import engineering as eng
-    from compiler.memory.maintenance import run_maintenance
-    from compiler.memory.recall import recall
-
+    """Returns the FastMCP server with every tool bound to `memory`. The library functions are
+    looked up when a tool runs (`library()`), so building the server imports none of them."""
     server = EngramMCP("engram", instructions=MEMORY_RULES, log_level="WARNING")
     server._mcp_server.version = contract.package_version()  # serverInfo.version: ours, not the SDK's
 
@@ -184,12 +200,12 @@ def build_server(memory: MemoryServer) -> FastMCP:
         said: list[str] = []
         item = memory_from_metadata(content, contract.importance(importance, said), contract.category(category, said),
                                     metadata or {}, default)
-        return await memory.call(lambda m: contract.with_warnings(write.store_memory(m, item), said))
+        return await memory.call(lambda m: contract.with_warnings(library().write.store_memory(m, item), said))
 
     @tool(description="Recall memories relevant to a question, best first. Call it FIRST, before starting a "
                       "task, and whenever past context could help.")
     async def recall_memory(query: Query, top_k: Annotated[int, Field(ge=1, le=100)] = 5) -> str:
-        return await memory.call(lambda m: recall(m, query, top_k, project=default))
+        return await memory.call(lambda m: library().recall(m, query, top_k, project=default))
 
     @tool(description="Rewrite a memory that changed; the old version stays in its history. Call it when a "
                       "recalled memory is outdated or wrong.")
@@ -197,31 +213,31 @@ def build_server(memory: MemoryServer) -> FastMCP:
         said: list[str] = []
         level = None if importance is None else contract.importance(importance, said)
         key = _id(memory_id)
-        return await memory.call(lambda m: contract.with_warnings(edits.update_memory(m, key, new_content, level), said))
+        return await memory.call(lambda m: contract.with_warnings(library().edits.update_memory(m, key, new_content, level), said))
 
     @tool(description="Fold near-duplicate memories together and archive faded ones. Rarely needed: the "
                       "server does it at start and every 12 hours.")
     async def consolidate_memory() -> str:
-        return await memory.call(run_maintenance)
+        return await memory.call(lambda m: library().run_maintenance(m))
 
     @tool(description="Save where this session stands for the next one. Call it before the session ends or "
                       "when the context is about to run out.")
     async def session_handoff(summary: Text, completed: Lines | None = None, in_progress: Lines | None = None,
                               blocked: Lines | None = None, next_steps: Lines | None = None) -> str:
-        return await memory.call(lambda m: eng.save_handoff(m, summary, completed or (), in_progress or (),
+        return await memory.call(lambda m: library().eng.save_handoff(m, summary, completed or (), in_progress or (),
                                                             blocked or (), next_steps or (), default))
 
     @tool(description="Overview: memories by category and project, failures by component and severity, "
                       "active features, last maintenance.")
     async def memory_stats() -> str:
-        return await memory.call(eng.memory_stats)
+        return await memory.call(lambda m: library().eng.memory_stats(m))
 
     @tool(description="Record a failure (error, component, root cause, fix) so it is not repeated. Call it "
                       "when something breaks or a bug is fixed.")
     async def track_failure(error: Text, component: Line, severity: Literal["critical", "major", "minor"] = "major",
                             root_cause: Detail = "", fix: Detail = "",
                             related_test_ids: Lines | None = None) -> str:
-        return await memory.call(lambda m: eng.track_failure(m, error, component, severity, root_cause, fix,
+        return await memory.call(lambda m: library().eng.track_failure(m, error, component, severity, root_cause, fix,
                                                              related_test_ids or (), default))
 
     @tool(description="Create or update the one progress record of a feature. Call it when a feature's "
@@ -234,37 +250,35 @@ def build_server(memory: MemoryServer) -> FastMCP:
         said: list[str] = []
         done = contract.completion(completion, said)
         return await memory.call(lambda m: contract.with_warnings(
-            eng.track_progress(m, feature, status, done, blockers or (), quality_score, notes, default), said))
+            library().eng.track_progress(m, feature, status, done, blockers or (), quality_score, notes, default), said))
 
     @tool(description="Forget a memory that is wrong or unwanted (it stays in the log; restore_memory "
                       "brings it back).")
     async def forget_memory(memory_id: MemoryId) -> str:
         key = _id(memory_id)
-        return await memory.call(lambda m: edits.forget_memory(m, key))
+        return await memory.call(lambda m: library().edits.forget_memory(m, key))
 
     @tool(description="Bring back a forgotten, archived or consolidated memory.")
     async def restore_memory(memory_id: MemoryId) -> str:
         key = _id(memory_id)
-        return await memory.call(lambda m: edits.restore_memory(m, key))
+        return await memory.call(lambda m: library().edits.restore_memory(m, key))
 
     @tool(description="Load the latest session handoff (null when there is none). Call it at the start of a "
                       "session to pick up where the last one stopped.")
     async def load_handoff(project: Project = "") -> str:
-        return await memory.call(lambda m: eng.load_handoff(m, project or default))
+        return await memory.call(lambda m: library().eng.load_handoff(m, project or default))
 
     @tool(description="Search the user's notes in the vault (keywords and meaning). Call it when their notes "
                       "may hold the answer; read a hit with get_note.")
     async def search_notes(query: Query, n: Annotated[int, Field(ge=1, le=50)] = 5) -> str:
-        from compiler.notes.search import Filters, hybrid_search
-
-        return await memory.call(lambda m: hybrid_search(
-            memory.vault, query, n, Filters(), embedder=m.embedder(), chroma_url=memory.settings.chroma_url,
+        return await memory.call(lambda m: library().hybrid_search(
+            memory.vault, query, n, library().Filters(), embedder=m.embedder(), chroma_url=memory.settings.chroma_url,
             graph_bonus=memory.settings.graph_bonus))
 
     @tool(description="Read one note (.md or .qmd) by its vault-relative path or its docid (#3f9a1c), "
                       "as search_notes returns them.")
     async def get_note(path: Annotated[str, Field(max_length=MAX_PATH_CHARS)]) -> str:
-        return await memory.call(lambda m: read_note(memory.vault, path, memory.settings.max_note_bytes))
+        return await memory.call(lambda m: library().read_note(memory.vault, path, memory.settings.max_note_bytes))
 
     @tool(description="Save an observation (engram CLI style). Call it after a decision, bugfix or discovery; "
                       "a repeated topic_key updates the earlier observation.")
@@ -273,49 +287,49 @@ def build_server(memory: MemoryServer) -> FastMCP:
         # The newer Go contract makes content optional: a title alone is the memory then.
         item = MemoryInput(content=content if content.strip() else title, title=title, type=type,
                            project=project or default, scope=scope, topic_key=topic_key, session_id=session_id)
-        return await memory.call(lambda m: eng.save_observation(m, item))
+        return await memory.call(lambda m: library().eng.save_observation(m, item))
 
     @tool(description="Search saved observations (engram CLI style). Call it before working on something "
                       "that may have history.")
     async def mem_search(query: Query, type: Line = "", project: Project = "",
                          limit: Annotated[int, Field(ge=1, le=100)] = 10) -> str:
-        return await memory.call(lambda m: recall(m, query, limit, project=project or default, memory_type=type))
+        return await memory.call(lambda m: library().recall(m, query, limit, project=project or default, memory_type=type))
 
     @tool(description="Recent observations and the last session summary of a project. Call it at session start.")
     async def mem_context(project: Project = "", limit: Annotated[int, Field(ge=1, le=200)] = 20) -> str:
-        return await memory.call(lambda m: eng.memory_context(m, project or default, limit))
+        return await memory.call(lambda m: library().eng.memory_context(m, project or default, limit))
 
     @tool(description="Save the session summary (goal, discoveries, accomplished, next steps). Call it "
                       "before the session ends.")
     async def mem_session_summary(content: Text, project: Project = "", session_id: Line = "") -> str:
-        return await memory.call(lambda m: eng.save_handoff(m, content, project=project or default))
+        return await memory.call(lambda m: library().eng.save_handoff(m, content, project=project or default))
 
     @tool(description="One observation by id, with its history (engram CLI alias of `engram memory show`).")
     async def mem_get_observation(id: MemoryId) -> str:
         key = _id(id)
-        return await memory.call(lambda m: edits.show_memory(m, key))
+        return await memory.call(lambda m: library().edits.show_memory(m, key))
 
     @tool(description="Rewrite an observation's content or title (engram CLI alias of update_memory).")
     async def mem_update(id: MemoryId, content: Detail = "", title: Line = "") -> str:
         key = _id(id)
-        return await memory.call(lambda m: edits.update_memory(m, key, content or None, title=title or None))
+        return await memory.call(lambda m: library().edits.update_memory(m, key, content or None, title=title or None))
 
     @tool(description="Delete an observation (engram CLI alias of forget_memory: it stays restorable).")
     async def mem_delete(id: MemoryId, hard_delete: bool = False) -> str:
         key = _id(id)
         said = ["hard_delete is not offered: the memory is forgotten, and restore_memory brings it back"] \
             if hard_delete else []
-        return await memory.call(lambda m: contract.with_warnings(edits.forget_memory(m, key), said))
+        return await memory.call(lambda m: contract.with_warnings(library().edits.forget_memory(m, key), said))
 
     @tool(description="The observations of the same project saved just before and after one (engram CLI alias).")
     async def mem_timeline(observation_id: MemoryId, before: Annotated[int, Field(ge=0, le=50)] = 5,
                            after: Annotated[int, Field(ge=0, le=50)] = 5) -> str:
         key = _id(observation_id)
-        return await memory.call(lambda m: eng.memory_timeline(m, key, before, after))
+        return await memory.call(lambda m: library().eng.memory_timeline(m, key, before, after))
 
     @tool(description="Memory totals (engram CLI alias of memory_stats).")
     async def mem_stats(project: Project = "") -> str:
-        return await memory.call(eng.memory_stats)
+        return await memory.call(lambda m: library().eng.memory_stats(m))
 
     return server
 
@@ -338,15 +352,25 @@ def serve_stdio(vault: Path, settings: Settings, *, project: str = "", maintenan
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="engram serve: %(message)s")
     for noisy in ("mcp", "httpx", "chromadb", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from mcp.types import InitializedNotification
+
     memory = MemoryServer(vault, settings, project=project)
     server = build_server(memory)
     # What serving imports, imported before the worker starts importing the model's libraries: two
     # threads importing the same modules at once can see each other's half-made modules.
     import mcp.server.stdio  # noqa: F401
 
-    memory.start_warmup()  # queued first on the worker: maintenance and tool calls run after it
-    if maintenance:
-        memory.start_maintenance()
+    async def initialized(_: InitializedNotification) -> None:
+        """The handshake is answered: now load, in the background. Before it, the worker's imports
+        would take half of the one interpreter lock from answering `initialize` (2.5 s instead of 1)."""
+        if not started.is_set():
+            started.set()
+            memory.start_warmup()  # queued first on the worker: maintenance and tool calls run after it
+            if maintenance:
+                memory.start_maintenance()
+
+    started = threading.Event()
+    server._mcp_server.notification_handlers[InitializedNotification] = initialized
     sys.stdout = _StrayOutput(sys.stdout)  # a library's print must never corrupt the protocol
     log.info("serving %s over stdio%s", memory.vault, f" (project {project})" if project else "")
     try:

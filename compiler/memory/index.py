@@ -9,14 +9,14 @@ live memories, re-embedding only texts the embedding cache has not seen.
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from compiler.core.derived_sqlite import connect_derived
 from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
@@ -37,26 +37,44 @@ def memory_text(obs: Observation) -> str:
 _FAR = "\x1f"  # separates the near context (±1) from the far one (±2) in one string
 
 
-def conversation_neighbours(live: Mapping[str, Observation], only: Iterable[str] | None = None
+def conversation_neighbours(live: Mapping[str, Observation], only: Iterable[str] | None = None,
+                            followers: Mapping[str, Sequence[str]] | None = None
                             ) -> dict[str, tuple[list[str], list[str]]]:
     """Returns, per memory (of `only`, when given), the ids written one place (near) and two places
-    (far) before and after it in one batch — its neighbours in a conversation."""
-    after: dict[str, str] = {}
-    before: dict[str, str] = {}
-    for memory_id, obs in live.items():
-        if obs.follows and obs.follows in live:  # most memories follow nothing: skip the lookups
-            after.setdefault(obs.follows, memory_id)
-            before[memory_id] = obs.follows
+    (far) before and after it in one batch — its neighbours in a conversation. With `followers`
+    (memory → the memories that follow it, in save order: `Lookups.followers`) only the
+    neighbours of `only` are looked at, so a write's few rows cost the same at any store size."""
+    if only is not None and followers is not None:
+        def before(i: str) -> str:
+            obs = live.get(i)
+            return obs.follows if obs is not None and obs.follows in live else ""
+
+        def after(i: str) -> str:
+            return next((f for f in followers.get(i, ()) if f in live), "") if i in live else ""
+    else:
+        first_after: dict[str, str] = {}
+        follows: dict[str, str] = {}
+        for memory_id, obs in live.items():
+            if obs.follows and obs.follows in live:  # most memories follow nothing: skip the lookups
+                first_after.setdefault(obs.follows, memory_id)
+                follows[memory_id] = obs.follows
+
+        def before(i: str) -> str:
+            return follows.get(i, "")
+
+        def after(i: str) -> str:
+            return first_after.get(i, "")
     neighbours = {}
     for i in live if only is None else [i for i in dict.fromkeys(only) if i in live]:
-        near = [n for n in (before.get(i, ""), after.get(i, "")) if n]
-        far = [n for n in (before.get(before.get(i, ""), ""), after.get(after.get(i, ""), "")) if n]
+        near = [n for n in (before(i), after(i)) if n]
+        far = [n for n in (before(before(i)), after(after(i))) if n]
         if near:
             neighbours[i] = (near, far)
     return neighbours
 
 
-def conversation_context(live: Mapping[str, Observation], only: Iterable[str] | None = None) -> dict[str, str]:
+def conversation_context(live: Mapping[str, Observation], only: Iterable[str] | None = None,
+                         followers: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
     """Returns, per memory (of `only`, when given), the text of its conversational neighbours as "near␟far".
 
     A turn of a conversation ("Yes, it was amazing!") often names its subject only in its
@@ -65,7 +83,27 @@ def conversation_context(live: Mapping[str, Observation], only: Iterable[str] | 
     memory's context string made each write O(store).
     """
     return {i: "\n".join(live[n].content for n in near) + _FAR + "\n".join(live[n].content for n in far)
-            for i, (near, far) in conversation_neighbours(live, only).items()}
+            for i, (near, far) in conversation_neighbours(live, only, followers).items()}
+
+
+class LiveView(Mapping[str, Observation]):
+    """The live memories of a state, filtered on lookup: a write reads a few of them, and
+    building the whole dict made every write O(store). Iterating it is O(store)."""
+
+    def __init__(self, state: Mapping[str, Observation]) -> None:
+        self._state = state
+
+    def __getitem__(self, key: str) -> Observation:
+        obs = self._state[key]
+        if not obs.live:
+            raise KeyError(key)
+        return obs
+
+    def __iter__(self) -> Iterator[str]:
+        return (i for i, o in self._state.items() if o.live)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 @dataclass(frozen=True)
@@ -85,7 +123,7 @@ class MemoryKeywordIndex:
         self._path = path
         with full_disk_guard(path, "the memory keyword index", after=DERIVED):
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path)
+            self._db = connect_derived(path)
             self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, "
                              "project UNINDEXED, text_sha UNINDEXED, title, content, context, context2, "
                              f"tokenize='{TOKENIZER}')")

@@ -10,7 +10,8 @@ no importance: compiler.events.replay.PEER_FLOOR keeps those above the archive l
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import ChainMap
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -102,6 +103,7 @@ class IncrementalFold:
     def __init__(self) -> None:
         self.state: dict[str, Observation] = {}
         self.version = 0  # changes whenever `state` does: a reader copies the state only then
+        self.lookups = Lookups()
         self._applied: set[str] = set()
         self._last: tuple[str, int, str] | None = None
 
@@ -119,13 +121,38 @@ class IncrementalFold:
             return self.update(events)
         self.version += bool(fresh)
         for event in fresh:
-            changed = apply_event(self.state.get(event.memory), event)
+            before = self.state.get(event.memory)
+            changed = apply_event(before, event)
             if changed is not None:
                 self.state[event.memory] = changed
+                self.lookups.note(before, changed)
             self._applied.add(event.id)
         if fresh:
             self._last = fresh[-1].order()
         return self.state
+
+
+class Lookups:
+    """What a write looks up in the fold, kept as the fold goes (building them from the state
+    made every write O(store)): which memory holds each source id, and which memories follow
+    each one in a conversation, in save order."""
+
+    def __init__(self, holders: Mapping[str, str] | None = None,
+                 followers: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        self.holders: MutableMapping[str, str] = ChainMap({}, holders) if holders is not None else {}
+        self.followers: MutableMapping[str, tuple[str, ...]] = \
+            ChainMap({}, followers) if followers is not None else {}
+
+    def layer(self) -> Lookups:
+        """Returns lookups that start as these and take further notes without changing them (a batch's drafts)."""
+        return Lookups(self.holders, self.followers)
+
+    def note(self, before: Observation | None, after: Observation) -> None:
+        """Records that a memory changed from `before` (None: just saved) to `after`."""
+        for source in after.sources:
+            self.holders[source] = after.id
+        if before is None and after.follows:
+            self.followers[after.follows] = (*self.followers.get(after.follows, ()), after.id)
 
 
 def apply_event(current: Observation | None, event: MemoryEvent) -> Observation | None:
@@ -156,8 +183,14 @@ def _merge_sources(current: Iterable[str], more: Iterable[str]) -> tuple[str, ..
     return tuple(dict.fromkeys([*current, *(str(s) for s in more)]))
 
 
+def _dated(event: MemoryEvent) -> str:
+    """Returns when a write-path change happened: the item's own date when it carried one (an
+    import of dated items), else the event's time."""
+    return str(event.data.get("created_at") or event.at)
+
+
 def _reinforce(obs: Observation, event: MemoryEvent) -> Observation:
-    return replace(obs, recall_count=obs.recall_count + 1, reinforced_at=event.at,
+    return replace(obs, recall_count=obs.recall_count + 1, reinforced_at=max(obs.reinforced_at, _dated(event)),
                    sources=_merge_sources(obs.sources, event.data.get("sources", ())))
 
 
@@ -165,9 +198,10 @@ def _rewrite(obs: Observation, event: MemoryEvent) -> Observation:
     """merge, replace and update: new content, the old one kept as history."""
     data = event.data
     old = Version(obs.updated_at, event.op, obs.content, str(data.get("source", "")))
+    when = _dated(event)
     return replace(obs, content=str(data.get("content", obs.content)), title=str(data.get("title") or obs.title),
-                   importance=float(data.get("importance", obs.importance)), updated_at=event.at,
-                   reinforced_at=event.at, history=(*obs.history, old),
+                   importance=float(data.get("importance", obs.importance)), updated_at=when,
+                   reinforced_at=max(obs.reinforced_at, when), history=(*obs.history, old),
                    fields={**obs.fields, **data.get("fields", {})},
                    sources=_merge_sources(obs.sources, data.get("sources", ())))
 

@@ -22,7 +22,7 @@ from typing import Any
 from compiler.core.errors import BuildWarning, NotFoundError
 from compiler.events.journal import MemoryEvent, read_journal
 from compiler.memory.index import conversation_neighbours
-from compiler.memory.model import IncrementalFold, Observation, association_graph, unarchived
+from compiler.memory.model import IncrementalFold, Lookups, Observation, association_graph, unarchived
 
 EventKey = tuple[int, str]
 
@@ -61,10 +61,13 @@ class Memories:
     the derived views are computed on first use and kept with the snapshot."""
 
     def __init__(self, events: EventSet, state: Mapping[str, Observation], now: datetime,
-                 derived: dict[str, Any] | None = None) -> None:
+                 derived: dict[str, Any] | None = None, lookups: Lookups | None = None) -> None:
         self.events = events
         self.state: Mapping[str, Observation] = state
         self.now = now
+        # The fold's own lookups, not a copy (copying them made every write O(store)): current
+        # with the newest read of the handle, which is this one while a write holds the lock.
+        self.lookups = lookups if lookups is not None else _lookups_of(state)
         self._derived = {} if derived is None else derived  # shared with snapshots of the same events and minute
 
     def get(self, memory_id: str) -> Observation:
@@ -126,7 +129,7 @@ class Snapshots:
             self._folded = events.key
         last = self._last
         same = last is not None and last.events.key == events.key and _minute(last.now) == _minute(now)
-        self._last = Memories(events, self._state, now, last._derived if same and last else None)
+        self._last = Memories(events, self._state, now, last._derived if same and last else None, self._fold.lookups)
         return self._last
 
 
@@ -138,6 +141,13 @@ class Snapshots:
         count, last = self._folded
         extends = 0 < count <= len(events) and events.events[count - 1].id == last
         return count if extends else 0
+
+
+def _lookups_of(state: Mapping[str, Observation]) -> Lookups:
+    lookups = Lookups()
+    for obs in state.values():
+        lookups.note(None, obs)
+    return lookups
 
 
 def _minute(moment: datetime) -> datetime:

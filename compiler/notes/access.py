@@ -11,7 +11,6 @@ from typing import Any
 
 from compiler.core.errors import InputError, NotFoundError
 from compiler.notes.records import NOTE_SUFFIXES
-from compiler.notes.search import open_keyword_index
 
 MAX_PATH_CHARS = 1000
 # qmd's docid: "#" and the first 6 hex digits of the note's sha256 (search hits show it). A longer
@@ -48,6 +47,8 @@ def path_of_docid(vault: Path, docid: str) -> str:
     """Returns the vault-relative path of the note `docid` names; NotFoundError when none does
     (docids follow a note's bytes: an edited note has a new one after the next compile), InputError
     when several do."""
+    from compiler.notes.search import open_keyword_index  # numpy and the index: not for `engram serve`'s start
+
     prefix = docid.lstrip("#").lower()
     index = open_keyword_index(vault)
     try:

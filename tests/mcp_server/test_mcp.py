@@ -253,6 +253,47 @@ def test_one_handler_answers_expected_failures_and_logs_the_rest(vault, caplog):
         memory.close()
 
 
+OTHER_WRITER = """
+import sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+from conftest import FakeEmbedder
+from compiler.core.settings import Settings
+from compiler.memory.input import MemoryInput
+from compiler.memory.vault import VaultMemory
+from compiler.memory.write import store_memory
+with VaultMemory(Path(sys.argv[1]), Settings(now="2026-11-30 12:00:00"), embedder=FakeEmbedder()) as memories:
+    print(store_memory(memories, MemoryInput(content="zebra quartz harbour lantern", project="p"))["id"])
+"""
+
+
+def test_the_index_stays_open_between_calls_until_another_process_writes(vault):
+    from compiler.memory.input import MemoryInput
+    from compiler.memory.vault import read_memories
+    from compiler.memory.write import store_memory
+
+    def index_now() -> Any:
+        return memory._worker.submit(lambda: memory._memory._index).result()
+
+    def nearest(m: Any) -> list[tuple[str, float]]:
+        read_memories(m)  # what every operation starts with
+        return m.index().nearest(m.embedder().embed(["zebra quartz harbour lantern"])[0], 1)
+
+    memory = MemoryServer(vault, Settings(now=NOW), embedder=FakeEmbedder())
+    try:
+        memory._run(lambda m: store_memory(m, MemoryInput(content="the deploy runs on fridays", project="p")))
+        first = index_now()
+        memory._run(lambda m: store_memory(m, MemoryInput(content="rollbacks use the blue slot", project="p")))
+        memory._run(nearest)
+        assert first is not None and index_now() is first  # its own writes and reads: kept open
+        other = subprocess.run([sys.executable, "-c", OTHER_WRITER, str(vault), str(Path(__file__).parents[1]),
+                                str(Path(__file__).parents[2])], capture_output=True, text=True, check=True)
+        assert json.loads(memory._run(nearest))[0][0] == other.stdout.strip()  # reopened: their vector is seen
+        assert index_now() is not first
+    finally:
+        memory.close()
+
+
 def test_maintenance_runs_at_start(vault):
     memory = MemoryServer(vault, Settings(now=NOW), embedder=FakeEmbedder())
     try:

@@ -5,8 +5,8 @@ rows it rewrites (the same strings the full computation gives them) and the fold
 from __future__ import annotations
 
 from compiler.events.journal import MemoryEvent
-from compiler.memory.index import conversation_context
-from compiler.memory.model import IncrementalFold, Observation, fold
+from compiler.memory.index import LiveView, conversation_context
+from compiler.memory.model import IncrementalFold, Lookups, Observation, fold
 
 
 def chain() -> dict[str, Observation]:
@@ -21,6 +21,35 @@ def test_context_of_some_rows_equals_the_full_context_of_those_rows():
     assert full["b"] == "turn a\nturn c\x1fturn d"  # near: before and after; far: two places after (a has no before)
     for only in (["a"], ["b", "d"], ["c", "e", "f", "g"], ["d", "d", "missing"], list(live)):
         assert conversation_context(live, only) == {i: full[i] for i in only if i in full}
+
+
+def test_context_looked_up_through_the_followers_equals_the_full_context():
+    """What a write uses: no pass over the store, only the lookups the fold keeps (and a live view
+    that hides a forgotten memory)."""
+    state = {**chain(), "x": Observation(id="x", project="p", title="", content="turn x", follows="d",
+                                         deleted_at="2026-01-01 00:00:00")}
+    lookups = Lookups()
+    for obs in state.values():
+        lookups.note(None, obs)
+    live = {i: o for i, o in state.items() if o.live}
+    full = conversation_context(live)
+    for only in (["a"], ["b", "d"], ["c", "e", "f", "g"], ["d", "d", "missing", "x"], list(state)):
+        assert conversation_context(LiveView(state), only, lookups.followers) == {i: full[i] for i in only if i in full}
+
+
+def test_the_folds_lookups_equal_lookups_built_from_its_state():
+    events = (save("e1", "m1", "2026-01-01 00:00:01", "one"),
+              MemoryEvent("e2", "save", "m2", "2026-01-01 00:00:02", {"content": "two", "follows": "m1"}, seq=0),
+              MemoryEvent("e3", "reinforce", "m1", "2026-01-01 00:00:03", {"sources": ["m3", "ext-3"]}, seq=0))
+    incremental = IncrementalFold()
+    incremental.update(events[:2])
+    incremental.update(events, known=2)
+    assert incremental.lookups.holders == {"m1": "m1", "m2": "m2", "m3": "m1", "ext-3": "m1"}
+    assert incremental.lookups.followers == {"m1": ("m2",)}
+    layer = incremental.lookups.layer()  # a batch's drafts: noted on top, the fold's own lookups untouched
+    layer.note(None, Observation(id="m4", project="p", title="", content="four", follows="m1", sources=("m4",)))
+    assert layer.followers["m1"] == ("m2", "m4") and layer.holders["m4"] == "m4"
+    assert incremental.lookups.followers == {"m1": ("m2",)} and "m4" not in incremental.lookups.holders
 
 
 def save(event_id: str, memory: str, at: str, content: str) -> MemoryEvent:

@@ -283,3 +283,34 @@ def test_a_long_lived_handle_sees_other_writers_and_checks_the_index_only_when_n
         hits = recall(server, "where is the VPN gateway", project="ops")
         assert hits[0]["id"] == later["id"] and len(checks) == 3  # the other handle's first check, then ours
         assert read_memories(server).live is not snapshot.live
+
+
+def test_dated_items_reinforce_and_merge_as_of_their_own_date(vault, fake_embedder):
+    """An import of dated items (LongMemEval-style): a later item that reinforces or merges into an
+    earlier one changes it as of the later item's date, not as of the import clock (NOW, 2026)."""
+    text = "the staging cluster runs postgres sixteen with nightly backups to the eu bucket"
+    items = [MemoryInput(content=text, project="p", source_id="a", created_at="2023-05-01 09:00:00"),
+             MemoryInput(content=text, project="p", source_id="b", created_at="2023-06-01 09:00:00"),
+             MemoryInput(content=text + " and the replica in frankfurt", project="p", source_id="c", created_at="2023-07-01 09:00:00")]
+    with open_memory(vault, fake_embedder) as memories:
+        written = write_memories(memories, items)
+        assert [r["action"] for r in written["results"]] == ["new", "reinforced", "merged"]
+        obs = state_of(memories)[written["results"][0]["id"]]
+    assert obs.created_at == "2023-05-01 09:00:00"
+    assert obs.updated_at == "2023-07-01 09:00:00"
+    assert obs.reinforced_at == "2023-07-01 09:00:00"
+    assert obs.history[0].content == text
+    events, _ = read_journal(vault / ".engram")
+    assert {e.at for e in events} == {"2026-11-30 12:00:00"}  # replay still orders by the write clock
+    assert [e.data.get("created_at") for e in events if e.op != "save"] == ["2023-06-01 09:00:00",
+                                                                          "2023-07-01 09:00:00"]
+
+
+def test_a_dated_reinforcement_never_moves_the_decay_clock_back(vault, fake_embedder):
+    text = "the release train leaves every tuesday at noon from the main branch"
+    items = [MemoryInput(content=text, project="p", source_id="a", created_at="2024-03-01 09:00:00"),
+             MemoryInput(content=text, project="p", source_id="b", created_at="2023-01-01 09:00:00")]
+    with open_memory(vault, fake_embedder) as memories:
+        written = write_memories(memories, items)
+        assert [r["action"] for r in written["results"]] == ["new", "reinforced"]
+        assert state_of(memories)[written["results"][0]["id"]].reinforced_at == "2024-03-01 09:00:00"
