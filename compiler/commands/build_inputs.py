@@ -69,8 +69,11 @@ def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: Sc
         "notes": _digest([notes, list(scan.attachments), skipped]),
         "memory": _digest(_tree_stats(paths.engram, skip=MEMORY_SKIPPED)),
         "pages": _digest(_tree_stats(paths.root / settings.out)),
-        "derived": _digest([_stat(p) for p in (paths.state, paths.graph, paths.fts)]
-                           + [(paths.cache / "chroma").is_dir(), (paths.cache / "flat").is_dir()]),
+        # The notes' flat vector store by its file (compiler.index.flat.store_path, not imported: it
+        # loads numpy): a memory command may recreate `flat/` for its own store without this one.
+        "derived": _digest([_stat(p) for p in (paths.state, paths.graph, paths.fts,
+                                               paths.cache / "flat" / "sections.sqlite")]
+                           + [(paths.cache / "chroma").is_dir()]),
     }
     return BuildInputs(parts, {s.path: s for s in scan.notes})
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.core.derived_sqlite import connect_derived
+from compiler.core.derived_sqlite import connect_derived, connect_readonly
 from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.index.embedder import Embedder
 
@@ -25,7 +25,7 @@ class EmbeddingCache:
     def __init__(self, path: Path, table: str = "vectors", dtype: type = np.float32, *, readonly: bool = False) -> None:
         self._path, self._table, self._dtype = path, table, dtype
         if readonly:  # a search: never writes, works on a read-only vault; a missing table reads as empty
-            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self._db = connect_readonly(path)
             self._absent = not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
             return
         self._absent = False

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from compiler.core.derived_sqlite import connect_readonly
 from compiler.core.errors import DERIVED, full_disk_guard
 
 # remove_diacritics folds "diseño"/"diseno" and "reunión"/"reunion" together (Spanish notes);
@@ -67,7 +68,7 @@ class KeywordIndex:
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         if readonly:
-            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self._db = connect_readonly(path)
             return
         self._path = path
         with self._guard():

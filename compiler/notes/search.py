@@ -13,14 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from compiler.core.errors import NotFoundError
-from compiler.index import late_interaction
 from compiler.index.embedder import embed_query
 from compiler.index.keywords import KeywordIndex, NoteRow
-from compiler.index.vector_index import open_for_search
-from compiler.index.vectors import COLLECTION
 from compiler.notes.saved_graph import load_graph
 
 BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6
@@ -78,7 +73,7 @@ def keyword_search(vault: Path, query: str, n: int = 5, filters: Filters = Filte
 def vector_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters(), *,
                   embedder: Any, chroma_url: str = "") -> list[dict[str, Any]]:
     """Returns up to `n` notes ranked by the cosine of their best section, best first."""
-    store = open_for_search(vault / ".engram" / "cache", chroma_url, COLLECTION)
+    store = _open_vectors(vault, chroma_url)
     query_vector = embed_query(embedder, query)
     hits = store.query(query_vector, max(n, 1) * POOL * 4)
     index = open_keyword_index(vault)
@@ -110,7 +105,7 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     with late interaction in its place (`_rerank`), when the model has token vectors.
     """
     pool = max(n, 1) * POOL * 4
-    store = open_for_search(vault / ".engram" / "cache", chroma_url, COLLECTION)
+    store = _open_vectors(vault, chroma_url)
     query_vector, query_pieces = _embed(embedder, query)
     vector_hits = {h.id: h for h in store.query(query_vector, pool)}
     index = open_keyword_index(vault)
@@ -166,8 +161,20 @@ class _Section:
         return self.keyword + VECTOR_WEIGHT * meaning
 
 
+def _open_vectors(vault: Path, chroma_url: str) -> Any:
+    """Opens the notes' vector store; imported here, not at the top: `engram search` never loads numpy."""
+    from compiler.index.vector_index import open_for_search
+    from compiler.index.vectors import COLLECTION
+
+    return open_for_search(vault / ".engram" / "cache", chroma_url, COLLECTION)
+
+
 def _embed(embedder: Any, query: str) -> tuple[Any, Any]:
     """Returns the query's sentence vector and its word-piece vectors (empty when the model has none)."""
+    import numpy as np  # here, not at the top: keyword search (`engram search`) never loads numpy
+
+    from compiler.index import late_interaction
+
     if late_interaction.supports(embedder) and not hasattr(embedder, "embed_query"):
         return late_interaction.embed_query(embedder, query)
     return embed_query(embedder, query), np.zeros((0, 0), dtype=np.float32)
@@ -183,6 +190,9 @@ def _rerank(vault: Path, ranked: list[str], sections: dict[str, list[_Section]],
     compile stored (int8): reading a few hundred candidates' costs little, scoring every
     section would not. A section without them keeps its cosine.
     """
+    import numpy as np
+
+    from compiler.index import late_interaction
     from compiler.index.cache import EmbeddingCache
 
     head = ranked[:RERANK]

@@ -90,6 +90,19 @@ def test_vector_commands_import_neither_chromadb_nor_networkx(compiled: Path, co
     assert result.stdout.strip().splitlines()[-1] == "[] 0", result.stdout + result.stderr
 
 
+@pytest.mark.integration
+def test_keyword_search_loads_no_numeric_library(compiled: Path) -> None:
+    """`engram search` needs neither numpy nor the vector store: its cold start is the yardstick
+    the model commands are measured against (benchmarks/cold.py)."""
+    probe = ("import sys; from compiler.cli.main import main\n"
+             "try: main(['search', 'rollback', '--vault', sys.argv[1]])\n"
+             "except SystemExit as done: code = done.code\n"
+             "print(sorted({'numpy', 'chromadb', 'networkx'} & set(sys.modules)), code)")
+    result = subprocess.run([sys.executable, "-c", probe, str(compiled)], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[] 0", result.stdout + result.stderr
+
+
 def chroma_ids(vault: Path, name: str) -> set[str]:
     from compiler.index.vectors import VectorStore, open_client
 
