@@ -8,8 +8,9 @@ association-graph neighbours of the best hits. Each is scored
              (compiler.memory.when: "two weeks ago", "last Saturday", "in March")
              1.2 × its strength when it was written
 
-where relevance is the late-interaction match of the query's word pieces against the memory's
-and its conversational neighbours' (compiler.index.late_interaction) — or, for a model without token
+where relevance is the late-interaction match (a power mean over the query's word pieces of
+their best cosine) against the memory's and its conversational neighbours' pieces
+(compiler.index.late_interaction) — or, for a model without token
 vectors, 0.6 × the cosine of sentence vectors with BM25 relative to the best keyword match. A
 late-interaction match of a memory over 80 words is discounted by its length. The
 graph bonus spreads from the best hits along association links, breadth-first to depth 2 (bonus ×
