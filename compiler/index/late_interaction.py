@@ -102,10 +102,21 @@ def match(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.nda
     """Returns the power mean (POWER) over the query's pieces of their best cosine in the memory
     (`own`, from `best_per_piece`) or, at NEAR / FAR weight, in its neighbours; a piece that
     matches nothing (a negative cosine) counts as 0."""
+    return float(pool(combine(own, near, far)[np.newaxis])[0])
+
+
+def combine(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """Returns each query piece's best cosine in the memory or, at NEAR / FAR weight, in its neighbours."""
     best = own
     for weight, group in ((NEAR, near), (FAR, far)):
         for other in group:
             best = np.maximum(best, weight * other)
-    if not len(best):
-        return 0.0
-    return float(np.mean(np.maximum(best, 0.0) ** POWER) ** (1.0 / POWER))
+    return best
+
+
+def pool(best: np.ndarray) -> np.ndarray:
+    """Returns, per row of `combine` results (one memory a row), the power mean of its pieces: one
+    array operation for every candidate of a recall instead of several per memory."""
+    if not best.shape[1]:
+        return np.zeros(len(best), dtype=np.float32)
+    return np.mean(np.maximum(best, 0.0) ** POWER, axis=1) ** (1.0 / POWER)

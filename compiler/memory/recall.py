@@ -225,10 +225,14 @@ class Relevance:
         texts = {i: memory_text(self._live[i]) for i in wanted}
         vault = self._vault
         best = vault.index().best_per_piece(self._query, texts, vault.embedder, vault.identity)
+        combined = []
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
-            self.matches[i] = late_interaction.match(best[i], [best[n] for n in near if n in best],
-                                                     [best[n] for n in far if n in best])
+            combined.append(late_interaction.combine(best[i], [best[n] for n in near if n in best],
+                                                     [best[n] for n in far if n in best]))
+        pooled = late_interaction.pool(np.stack(combined)) if combined else []
+        for i, match in zip(ids, pooled):
+            self.matches[i] = float(match)
             words = len(texts[i].split())
             if words > LENGTH_WORDS:
                 self.matches[i] *= (LENGTH_WORDS / words) ** LENGTH_EXPONENT
