@@ -62,6 +62,9 @@ def test_match_prefers_every_piece_matched_fairly_to_some_matched_exactly() -> N
     assert late_interaction.match(np.array([0.5, -0.3], dtype=np.float32)) == \
         pytest.approx(late_interaction.match(np.array([0.5, 0.0], dtype=np.float32)))
     assert late_interaction.match(np.zeros(0, dtype=np.float32)) == 0.0
+    # Recall pools all its candidates at once: the same figure per row as one memory at a time.
+    rows = late_interaction.pool(np.stack([both, one]))
+    assert rows.tolist() == pytest.approx([late_interaction.match(both), late_interaction.match(one)])
 
 
 def test_match_takes_each_piece_best_with_neighbours_discounted() -> None:
