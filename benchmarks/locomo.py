@@ -1,6 +1,6 @@
 """LoCoMo retrieval benchmark: store every dialog turn as a memory, answer questions with recall.
 
-    python benchmarks/locomo.py --data ../shared/data/locomo-dev.json [--k 5] [--json]
+    python benchmarks/locomo.py --data ../shared/data/locomo-dev.json [--k 5] [--keep DIR] [--json]
 
 For each conversation: a fresh vault; every turn stored through the product's own store path
 (`compiler.memory.write.write_memories`) as "[<session date>] <speaker>: <text>" (plus " [shares <caption>]"
@@ -12,6 +12,9 @@ reinforce the memories the next one sees).
 A question is a hit at k when one of the top-k memories has one of the question's evidence ids
 among its sources AND its returned content still holds that turn's text — a merge may not turn
 a memory into a bag of turns that "covers" many questions.
+
+`--keep DIR` keeps each conversation's stored vault in DIR/<sample_id>: a rerun stores nothing and
+only recalls (a recall-side change tried on the same stored vectors; its store rate is null).
 """
 
 from __future__ import annotations
@@ -85,10 +88,13 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def run_conversation(sample: dict[str, Any], k: int) -> dict[str, Any]:
+def run_conversation(sample: dict[str, Any], k: int, keep: Path | None = None) -> dict[str, Any]:
     conversation = sample["conversation"]
-    vault = Path(tempfile.mkdtemp(prefix="engram-locomo-"))
-    (vault / ".engram").mkdir()
+    vault = keep / sample.get("sample_id", "conversation") if keep else Path(tempfile.mkdtemp(prefix="engram-locomo-"))
+    stored_before = (vault / ".engram" / "stored").exists()
+    if not stored_before:
+        shutil.rmtree(vault, ignore_errors=True)  # a half-stored vault from an interrupted run
+        (vault / ".engram").mkdir(parents=True)
     settings = load_settings(vault, now=clock(conversation))
     stored = turns(conversation)
     text_of = {dia: bare for dia, _, bare in stored}
@@ -97,8 +103,10 @@ def run_conversation(sample: dict[str, Any], k: int) -> dict[str, Any]:
         with VaultMemory(vault, settings) as memories:
             memories.embedder().embed(["warm up"])
             started = time.perf_counter()
-            result = write_memories(memories, items)
+            result = {"actions": {}} if stored_before else write_memories(memories, items)
             store_seconds = time.perf_counter() - started
+            if keep:
+                (vault / ".engram" / "stored").touch()
             live = len(read_memories(memories).live)
             rows, latencies, lengths = [], [], []
             for qa in sample["qa"]:
@@ -111,9 +119,10 @@ def run_conversation(sample: dict[str, Any], k: int) -> dict[str, Any]:
                 lengths.extend(len(h["content"]) for h in hits[:k])
                 rows.append(_score(hits, wanted, text_of, k, CATEGORIES[qa["category"]]))
     finally:
-        shutil.rmtree(vault, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(vault, ignore_errors=True)
     return {"rows": rows, "latencies": latencies, "lengths": lengths, "turns": len(stored), "memories": live,
-            "actions": result["actions"], "store_seconds": store_seconds}
+            "actions": result["actions"], "store_seconds": None if stored_before else store_seconds}
 
 
 def _score(hits: list[dict[str, Any]], wanted: set[str], text_of: dict[str, str], k: int, category: str) -> dict:
@@ -143,8 +152,15 @@ def summarise(results: list[dict[str, Any]], k: int, seconds: float, model: str)
         "mean_returned_chars": round(statistics.mean(lengths), 1) if lengths else 0.0,
         "recall_p50_ms": round(statistics.median(latencies), 1) if latencies else 0.0,
         "recall_p95_ms": round(latencies[int(len(latencies) * 0.95) - 1], 1) if latencies else 0.0,
-        "store_per_second": round(turn_count / sum(r["store_seconds"] for r in results), 1),
+        "store_per_second": _store_rate(results),
     }
+
+
+def _store_rate(results: list[dict[str, Any]]) -> float | None:
+    """Turns stored per second, over the conversations stored in this run (None: all were kept)."""
+    stored = [r for r in results if r["store_seconds"] is not None]
+    seconds = sum(r["store_seconds"] for r in stored)
+    return round(sum(r["turns"] for r in stored) / seconds, 1) if stored and seconds > 0 else None
 
 
 def _mean(values: Any) -> float:
@@ -156,14 +172,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, type=Path, help="a LoCoMo JSON file (a list of conversations)")
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--keep", type=Path, help="keep the stored vaults here; a rerun only recalls")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     started = time.perf_counter()
     results = []
     for sample in samples:
         print(f"{sample.get('sample_id', '?')}: storing and asking…", file=sys.stderr)
-        results.append(run_conversation(sample, args.k))
+        results.append(run_conversation(sample, args.k, args.keep))
     settings = load_settings(Path(tempfile.gettempdir()))
     summary = summarise(results, args.k, time.perf_counter() - started, settings.model)
     if args.json:
@@ -175,7 +194,7 @@ def main() -> None:
         print(f"  {name:<12} {row[f'hit@{args.k}'] if f'hit@{args.k}' in row else row['hit@5']:.1%}  ({row['questions']})")
     print(f"{summary['turns']} turns became {summary['memories']} memories; writes: {summary['actions']}")
     print(f"mean returned memory {summary['mean_returned_chars']} chars; recall p50 {summary['recall_p50_ms']} ms, "
-          f"p95 {summary['recall_p95_ms']} ms; store {summary['store_per_second']} turns/s")
+          f"p95 {summary['recall_p95_ms']} ms; store {summary['store_per_second'] or '(kept vaults)'} turns/s")
 
 
 if __name__ == "__main__":

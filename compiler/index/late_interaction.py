@@ -1,8 +1,8 @@
 """Late interaction: how well a memory or a note section answers a query, word piece by word piece.
 
 MaxSim (as in ColBERT) on the embedding model's contextual token vectors: each word piece of the
-query takes its best cosine among the memory's word pieces, and the memory's match is the mean
-over the query's pieces. One sentence vector blurs a turn into its topic; token vectors keep
+query takes its best cosine among the memory's word pieces, and the memory's match is the power
+mean (POWER) over the query's pieces. One sentence vector blurs a turn into its topic; token vectors keep
 "sunset" and "painted" apart, and they still match "kids" to "children" where keywords cannot.
 A memory's conversational neighbours lend their pieces at a discount (NEAR, FAR): a turn that
 names its subject only in the turn before it still matches. Punctuation and stopwords are
@@ -29,6 +29,11 @@ from compiler.index.embedder import Embedder
 from compiler.index.keywords import STOPWORDS
 
 NEAR, FAR = 0.8, 0.7  # how much a neighbour one / two places away counts against the memory itself
+# The pieces' best cosines are pooled by a power mean below 1, a soft AND: a memory that matches
+# every query piece fairly beats one that matches some exactly and misses the rest, at the same
+# plain mean. LoCoMo dev Hit@5 83.7% with the plain mean (1.0), 84.5% at 0.75-0.8, 84.1% at 0.85,
+# 83.7% at 0.9 and at 0.5-0.7 (benchmarks/README.md, round three).
+POWER = 0.8
 BATCH = 128
 TABLE = "token_vectors_i8"  # in the embedding cache; a new name when the stored form changes
 SCALE = 127.0  # int8 steps per unit
@@ -97,20 +102,34 @@ def best_per_piece(query: np.ndarray, texts: Mapping[str, str], tokens: Embeddin
 
 
 def match(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.ndarray] = ()) -> float:
-    """Returns the mean over the query's pieces of their best cosine in the memory (`own`, from
-    `best_per_piece`) or, at NEAR / FAR weight, in its neighbours."""
+    """Returns the power mean (POWER) over the query's pieces of their best cosine in the memory
+    (`own`, from `best_per_piece`) or, at NEAR / FAR weight, in its neighbours; a piece that
+    matches nothing (a negative cosine) counts as 0."""
+    return float(pool(combine(own, near, far)[np.newaxis])[0])
+
+
+def combine(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """Returns each query piece's best cosine in the memory or, at NEAR / FAR weight, in its neighbours."""
     best = own
     for weight, group in ((NEAR, near), (FAR, far)):
         for other in group:
             best = np.maximum(best, weight * other)
-    return float(best.mean()) if len(best) else 0.0
+    return best
 
+
+def pool(best: np.ndarray) -> np.ndarray:
+    """Returns, per row of `combine` results (one memory a row), the power mean of its pieces: one
+    array operation for every candidate of a recall instead of several per memory."""
+    if not best.shape[1]:
+        return np.zeros(len(best), dtype=np.float32)
+    return np.mean(np.maximum(best, 0.0) ** POWER, axis=1) ** (1.0 / POWER)
 
 
 def match_stored(tokens: EmbeddingCache, identity: str, query: np.ndarray, texts: Sequence[str]) -> list[float | None]:
-    """Returns each text's MaxSim match (as `match`, no neighbours) against the query's word-vector
-    matrix (`embed_query`), from the token vectors the compile stored; None for a text without
-    them (a vault compiled before they were kept). Never runs the model."""
+    """Returns each text's MaxSim match (no neighbours; the plain mean over the query's pieces, as
+    measured on the notes bench, not recall's power mean) against the query's word-vector matrix
+    (`embed_query`), from the token vectors the compile stored; None for a text without them (a
+    vault compiled before they were kept). Never runs the model."""
     found = tokens.get_many(identity, [text_hash(t) for t in texts])
     scores: list[float | None] = []
     for text in texts:

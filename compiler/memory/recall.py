@@ -8,8 +8,9 @@ association-graph neighbours of the best hits. Each is scored
              (compiler.memory.when: "two weeks ago", "last Saturday", "in March")
              1.2 × its strength when it was written
 
-where relevance is the late-interaction match of the query's word pieces against the memory's
-and its conversational neighbours' (compiler.index.late_interaction) — or, for a model without token
+where relevance is the late-interaction match (a power mean over the query's word pieces of
+their best cosine) against the memory's and its conversational neighbours' pieces
+(compiler.index.late_interaction) — or, for a model without token
 vectors, 0.6 × the cosine of sentence vectors with BM25 relative to the best keyword match. A
 late-interaction match of a memory over 80 words is discounted by its length. The
 graph bonus spreads from the best hits along association links, breadth-first to depth 2 (bonus ×
@@ -224,10 +225,14 @@ class Relevance:
         texts = {i: memory_text(self._live[i]) for i in wanted}
         vault = self._vault
         best = vault.index().best_per_piece(self._query, texts, vault.embedder, vault.identity)
+        combined = []
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
-            self.matches[i] = late_interaction.match(best[i], [best[n] for n in near if n in best],
-                                                     [best[n] for n in far if n in best])
+            combined.append(late_interaction.combine(best[i], [best[n] for n in near if n in best],
+                                                     [best[n] for n in far if n in best]))
+        pooled = late_interaction.pool(np.stack(combined)) if combined else []
+        for i, match in zip(ids, pooled):
+            self.matches[i] = float(match)
             words = len(texts[i].split())
             if words > LENGTH_WORDS:
                 self.matches[i] *= (LENGTH_WORDS / words) ** LENGTH_EXPONENT

@@ -51,12 +51,30 @@ def test_word_vectors_drop_punctuation_and_stopwords() -> None:
     assert len(late_interaction.word_vectors(["?", "!"], vectors[:2])) == 0
 
 
+def test_match_prefers_every_piece_matched_fairly_to_some_matched_exactly() -> None:
+    # The same plain mean (0.6): the memory that answers both query pieces ranks first; one
+    # that matches a piece exactly and misses the other (a name shared by every turn) second.
+    both = np.array([0.6, 0.6], dtype=np.float32)
+    one = np.array([1.0, 0.2], dtype=np.float32)
+    assert late_interaction.match(both) > late_interaction.match(one)
+    assert late_interaction.match(both) == pytest.approx(0.6)  # equal pieces: the mean itself
+    # A piece with a negative best cosine counts as no match, not as a penalty below zero.
+    assert late_interaction.match(np.array([0.5, -0.3], dtype=np.float32)) == \
+        pytest.approx(late_interaction.match(np.array([0.5, 0.0], dtype=np.float32)))
+    assert late_interaction.match(np.zeros(0, dtype=np.float32)) == 0.0
+    # Recall pools all its candidates at once: the same figure per row as one memory at a time.
+    rows = late_interaction.pool(np.stack([both, one]))
+    assert rows.tolist() == pytest.approx([late_interaction.match(both), late_interaction.match(one)])
+
+
 def test_match_takes_each_piece_best_with_neighbours_discounted() -> None:
     own = np.array([0.9, 0.1, 0.2], dtype=np.float32)
     near = np.array([0.1, 1.0, 0.1], dtype=np.float32)
     far = np.array([0.1, 0.1, 1.0], dtype=np.float32)
-    assert late_interaction.match(own) == pytest.approx((0.9 + 0.1 + 0.2) / 3)
-    expected = (0.9 + late_interaction.NEAR * 1.0 + late_interaction.FAR * 1.0) / 3
+    power = late_interaction.POWER
+    assert late_interaction.match(own) == pytest.approx(((0.9 ** power + 0.1 ** power + 0.2 ** power) / 3) ** (1 / power))
+    best = [0.9, late_interaction.NEAR * 1.0, late_interaction.FAR * 1.0]
+    expected = (sum(b ** power for b in best) / 3) ** (1 / power)
     assert late_interaction.match(own, [near], [far]) == pytest.approx(expected)
     # A neighbour never lowers a piece the memory itself matches better.
     assert late_interaction.match(own, [np.zeros(3, dtype=np.float32)]) == pytest.approx(late_interaction.match(own))
