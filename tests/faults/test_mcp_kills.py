@@ -40,9 +40,10 @@ build_server(memory).run("stdio")
 """
 
 
-async def store_until_killed(vault: Path, todo: list[int], kill_after: float | None, acked: dict[str, str]) -> None:
+async def store_until_killed(vault: Path, todo: list[int], kill_after: float | None, acked: dict[str, str]) -> float:
     """Stores memories `todo` one call at a time, recording each acknowledged id; kills the server
-    `kill_after` s into the session (None: let it finish)."""
+    `kill_after` s into the session (None: let it finish). Returns the seconds from `initialize`
+    to the session's end."""
     params = StdioServerParameters(command=sys.executable, args=["-c", textwrap.dedent(SERVER), str(vault)],
                                    env={k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")})
 
@@ -50,10 +51,12 @@ async def store_until_killed(vault: Path, todo: list[int], kill_after: float | N
         await asyncio.sleep(kill_after)
         os.kill(int((vault / "server.pid").read_text()), signal.SIGKILL)
 
+    started = loop_time()
     try:
         async with stdio_client(params, errlog=(vault.parent / "server.log").open("a")) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
+                started = loop_time()
                 if kill_after is not None:
                     asyncio.ensure_future(killer())
                 for number in todo:
@@ -67,6 +70,11 @@ async def store_until_killed(vault: Path, todo: list[int], kill_after: float | N
     except Exception:  # the kill cuts the session: whatever was not answered was not acknowledged
         if kill_after is None:
             raise
+    return loop_time() - started
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
 
 
 def test_an_mcp_server_killed_mid_writes_keeps_every_acknowledged_memory(tmp_path):
@@ -74,11 +82,14 @@ def test_an_mcp_server_killed_mid_writes_keeps_every_acknowledged_memory(tmp_pat
     vault = tmp_path / "vault"
     (vault / ".engram").mkdir(parents=True)
     acked: dict[str, str] = {}
+    # A whole session on another vault times the kills: a fixed window would miss fast writes.
+    (tmp_path / "timing" / ".engram").mkdir(parents=True)
+    per_call = asyncio.run(store_until_killed(tmp_path / "timing", list(range(COUNT)), None, {})) / COUNT
     kills = 0
     for _ in range(4):
         before = len(acked)
-        asyncio.run(store_until_killed(vault, [n for n in range(COUNT) if f"m-{n}" not in acked],
-                                       rng.uniform(0.2, 1.0), acked))
+        todo = [n for n in range(COUNT) if f"m-{n}" not in acked]
+        asyncio.run(store_until_killed(vault, todo, rng.uniform(0.0, 0.9 * per_call * len(todo)), acked))
         kills += len(acked) < COUNT
         assert len(acked) >= before
     asyncio.run(store_until_killed(vault, list(range(COUNT)), None, acked))  # retries every call
