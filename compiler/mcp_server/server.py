@@ -4,9 +4,9 @@ Each tool calls one library function and answers its value as JSON text: the val
 prints with --json. Calls run one at a time on one worker thread (SQLite and Chroma handles stay
 on it), and so does maintenance, at start and every `maintenance_hours`. One long-lived
 `VaultMemory` serves every call, its index kept open between calls: the events are re-read on
-each (its fold applies only the new ones) and the index is reopened only when another process
-wrote to it (`VaultMemory.close_if_stale`), so a concurrent `engram compile` or `engram memory
-add` is seen. An expected failure (compiler.core.errors.EXPECTED: input a
+each (its fold applies only the new ones) and the flat vector store reloads its row map when
+another process wrote to it (compiler.index.flat), so a concurrent `engram compile` or `engram
+memory add` is seen. An expected failure (compiler.core.errors.EXPECTED: input a
 caller can get wrong, an unknown id, a busy vault, a path outside the vault) is a tool error
 with one clear line (`MemoryServer._run`, the one handler), and the server goes on; so is an
 argument that does not validate (`EngramMCP.call_tool`: one line, not pydantic's dump). What

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from compiler.core import clock
 from compiler.core.clock import parse_time
-from compiler.core.generation import client_is_stale, mark_current
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events
@@ -94,15 +93,6 @@ class VaultMemory:
         """Returns the memory clock: the pinned time, else UTC now to the second."""
         return self._fixed_now or clock.utc_now()  # compiler.core.clock: where tests move time
 
-    def close_if_stale(self) -> None:
-        """Closes the index when another process wrote to the vector store since it was opened (the
-        embedded store keeps its vectors in memory: an open one would not see them); the next use
-        reopens it. Kept open otherwise: opening costs more than the rest of a write (~120 ms, and
-        the first query after it ~150 ms more at 30,000 memories). Checked as an operation starts
-        (`read_memories`): this process's own writes count once its writer lock is released."""
-        if self._index is not None and client_is_stale(self.engram / "cache"):
-            self.close()
-
     def embedder(self) -> Embedder:
         """Returns the embedding model, loading it on first use."""
         if self._embedder is None:
@@ -112,17 +102,14 @@ class VaultMemory:
     def index(self) -> MemoryIndex:
         """Returns the memory index (vectors, keywords, embedding caches), opening it on first use."""
         if self._index is None:
+            # Kept open between operations: its flat vector store reloads its row map itself when
+            # another process wrote (compiler.index.flat), and a Chroma server is always current.
             self._index = MemoryIndex(self.engram / "cache", self.settings.chroma_url)
-            # Opening the collection writes to the store itself: what is on disk now is what it
-            # sees (else our own open would count as another process's write on the next call).
-            mark_current(self.engram / "cache")
         return self._index
 
 
 def read_memories(vault: VaultMemory) -> Memories:
-    """Returns the vault's memories as the events on disk hold them now: one read of the events
-    (and an index another process wrote to since is reopened on its next use)."""
-    vault.close_if_stale()
+    """Returns the vault's memories as the events on disk hold them now: one read of the events."""
     return vault.snapshots.read(vault.engram, vault.now())
 
 
