@@ -45,18 +45,38 @@ def child(script: str, *args: str) -> dict[str, Any] | None:
         return None
 
 
-def measure(sizes: dict[str, Any]) -> dict[str, Any]:
-    """Runs every benchmark; returns their JSON objects by name (None for one not measured)."""
+def benchmarks(sizes: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any] | None]]:
+    """Each benchmark of the table by name, as a call that runs it."""
     small, large = sizes["memories"]
+    return {
+        "bench": lambda: child("bench.py", "--notes", str(sizes["notes"])),
+        "noop": lambda: child("noop.py", "--notes", str(sizes["noop_notes"])),
+        "memory_small": lambda: child("bench_memory.py", "--memories", str(small), "--queries", str(sizes["queries"])),
+        "memory_large": lambda: child("bench_memory.py", "--memories", str(large), "--queries", str(sizes["queries"])),
+        "cold": lambda: child("cold.py", "--runs", str(sizes["cold_runs"])),
+    }
+
+
+def commit() -> str | None:
+    """The checkout's commit, so a saved figure says which code it measured."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=False)
+    return done.stdout.strip() or None
+
+
+def measure(sizes: dict[str, Any], results: dict[str, Any] | None = None, names: list[str] | None = None) -> dict[str, Any]:
+    """Runs the named benchmarks (all by default) into results; each records its commit and load average."""
+    results = dict(results or {})
+    runs = dict(results.get("runs") or {})
     load_start = os.getloadavg()
     started = time.perf_counter()
-    results = {
-        "bench": child("bench.py", "--notes", str(sizes["notes"])),
-        "noop": child("noop.py", "--notes", str(sizes["noop_notes"])),
-        "memory_small": child("bench_memory.py", "--memories", str(small), "--queries", str(sizes["queries"])),
-        "memory_large": child("bench_memory.py", "--memories", str(large), "--queries", str(sizes["queries"])),
-        "cold": child("cold.py", "--runs", str(sizes["cold_runs"])),
-    }
+    for name, run in benchmarks(sizes).items():
+        if names is not None and name not in names:
+            continue
+        load, began = os.getloadavg()[0], time.perf_counter()
+        results[name] = run()
+        runs[name] = {"commit": commit(), "load_avg_start": round(load, 2), "load_avg_end": round(os.getloadavg()[0], 2),
+                      "seconds": round(time.perf_counter() - began, 1)}
+    results["runs"] = runs
     results["machine"] = {"cpus": os.cpu_count(), "load_avg_start": [round(x, 2) for x in load_start],
                           "load_avg_end": [round(x, 2) for x in os.getloadavg()],
                           "seconds": round(time.perf_counter() - started, 1)}
@@ -130,8 +150,12 @@ def rows(r: dict[str, Any]) -> list[Row]:
 def table(r: dict[str, Any], quick: bool) -> str:
     m = r["machine"]
     lines = [f"Engram Vault · {m['cpus']} CPUs · load avg {m['load_avg_start'][0]} at start, {m['load_avg_end'][0]} "
-             f"at end · {m['seconds']:.0f} s" + (" · QUICK: small sizes, not the targets'" if quick else ""),
-             f"  {'figure':<52}{'measured':>16}   target"]
+             f"at end · {m['seconds']:.0f} s" + (" · QUICK: small sizes, not the targets'" if quick else "")]
+    runs = r.get("runs") or {}
+    if len({run["commit"] for run in runs.values()}) > 1:  # a partial rerun: say which code each figure measured
+        lines.append("  " + " · ".join(f"{name} at {run['commit']} (load {run['load_avg_start']})"
+                                       for name, run in sorted(runs.items())))
+    lines.append(f"  {'figure':<52}{'measured':>16}   target")
     for label, value, show, target in rows(r):
         lines.append(f"  {label:<52}{'not measured' if value is None else show(value):>16}   {target}".rstrip())
     return "\n".join(lines)
@@ -143,10 +167,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the JSON on stdout instead of the table")
     parser.add_argument("--out", type=Path, default=HERE / "results.json", help="where the JSON goes")
     parser.add_argument("--from", dest="source", type=Path, help="print the table of a saved results JSON")
+    parser.add_argument("--rerun", metavar="NAMES", help="with --from: rerun these benchmarks (comma-separated: "
+                        f"{', '.join(benchmarks(FULL))}), keep the saved others, write to --out")
     args = parser.parse_args(argv)
-    results = json.loads(args.source.read_text()) if args.source else measure(QUICK if args.quick else FULL)
+    sizes = QUICK if args.quick else FULL
+    if args.rerun and not args.source:
+        parser.error("--rerun needs --from: the saved results whose other figures it keeps")
+    if args.source:
+        results = json.loads(args.source.read_text())
+        sizes = {**results["sizes"], "memories": tuple(results["sizes"]["memories"])}
+    if args.rerun:
+        names = args.rerun.split(",")
+        if unknown := set(names) - set(benchmarks(sizes)):
+            parser.error(f"--rerun: no benchmark named {', '.join(sorted(unknown))}")
+        results = measure(sizes, results, names)
+    elif not args.source:
+        results = measure(sizes)
     results["table"] = [{"figure": label, "value": value, "target": target} for label, value, _, target in rows(results)]
-    if not args.source:
+    if args.rerun or not args.source:
         args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(json.dumps(results, indent=2, sort_keys=True) if args.json else table(results, bool(get(results, "sizes", "notes") == QUICK["notes"])))
     return 0

@@ -1,0 +1,61 @@
+"""benchmarks/table.py: a partial rerun keeps the saved figures and says which code measured each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import table
+
+
+@pytest.fixture
+def fake_children(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Replaces the benchmark child processes with canned JSON; returns the scripts that ran."""
+    ran: list[str] = []
+
+    def child(script: str, *args: str) -> dict:
+        ran.append(script)
+        if script == "bench_memory.py":
+            return {"recall_p50_ms": 40.0, "recall_p95_ms": 60.0}
+        return {}
+
+    monkeypatch.setattr(table, "child", child)
+    monkeypatch.setattr(table, "commit", lambda: "new1234")
+    return ran
+
+
+def saved(tmp_path: Path) -> Path:
+    results = table.measure(table.QUICK)
+    for run in results["runs"].values():
+        run["commit"] = "old0000"
+    results["noop"] = {"noop_s": 0.5}
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(results))
+    return path
+
+
+def test_rerun_replaces_only_the_named_benchmark(tmp_path: Path, fake_children: list[str], capsys) -> None:
+    source, out = saved(tmp_path), tmp_path / "out.json"
+    fake_children.clear()
+    assert table.main(["--from", str(source), "--rerun", "memory_large", "--out", str(out)]) == 0
+    assert fake_children == ["bench_memory.py"]
+    results = json.loads(out.read_text())
+    assert results["noop"] == {"noop_s": 0.5}  # kept from the saved run
+    assert results["runs"]["memory_large"]["commit"] == "new1234"
+    assert results["runs"]["noop"]["commit"] == "old0000"
+    assert "memory_large at new1234" in capsys.readouterr().out
+
+
+def test_rerun_of_an_unknown_benchmark_is_a_usage_error(tmp_path: Path, fake_children: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        table.main(["--from", str(saved(tmp_path)), "--rerun", "nosuch", "--out", str(tmp_path / "o.json")])
+    assert exit_.value.code == 2
+
+
+def test_rerun_needs_saved_results(tmp_path: Path, fake_children: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        table.main(["--rerun", "cold", "--out", str(tmp_path / "o.json")])
+    assert exit_.value.code == 2
+    assert fake_children == []
