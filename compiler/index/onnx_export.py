@@ -23,8 +23,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from compiler.core.errors import ModelLoadError
 
 RECIPE = "onnx-opset17-v1"  # a new name when the export changes: files of the old recipe are never read
@@ -80,6 +78,8 @@ def ensure_onnx(model_dir: Path, identity: str) -> Path:
     found = cached_onnx(identity)
     if found:
         return found
+    import filelock  # here, not at the top: a process that finds the file never needs it (~0.015 s)
+
     folder = model_folder(identity)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -32,8 +32,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from compiler.index.onnx_export import INPUTS, PROBES, file_sha256, write_record
 
 RECIPE = "ort-extended-external-v1"  # a new name when the recipe changes: folders of the old one are rebuilt
@@ -58,6 +56,8 @@ def optimized_model(onnx_file: Path, source_sha256: str) -> Path | None:
     found = _cached(onnx_file, source_sha256)
     if found is not None:
         return found or None
+    import filelock  # here, not at the top: a process that finds the copy never needs it
+
     try:
         with filelock.FileLock(str(onnx_file.parent / LOCK), timeout=900):
             found = _cached(onnx_file, source_sha256)  # another process may have made it while we waited
