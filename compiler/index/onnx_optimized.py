@@ -64,8 +64,12 @@ def optimized_model(onnx_file: Path, source_sha256: str) -> Path | None:
             if found is not None:
                 return found or None
             return _build(onnx_file, source_sha256)
-    except (OSError, filelock.Timeout) as error:  # a read-only cache, a full disk: the exported file still works
+    except (OSError, filelock.Timeout) as error:  # a read-only cache, a busy builder: the exported file still works
         log.debug("engram: no optimized ONNX model next to %s: %s", onnx_file, error)
+        return None
+    except Exception as error:  # ONNX Runtime's own errors (a full disk while it saves): no reason to stop
+        log.warning("engram: cannot save the optimized ONNX model next to %s (%s); loading the exported "
+                    "file (slower to start)", onnx_file, error)
         return None
 
 
