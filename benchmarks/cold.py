@@ -10,7 +10,8 @@ On a copy of vault-example/ (without its derived files) compiled once: `engram s
 round, rounds repeated (`--runs`); each command's median wall seconds, CPU seconds (its own
 rusage from wait4) and peak RSS (its VmHWM, polled: a vfork+exec child inherits our ru_maxrss),
 and its median ratio to the cold `search` of the same round. One unmeasured round first, so a
-first-use cost (the ONNX export, the page cache) is not counted.
+first-use cost (the ONNX export and its optimized copy, the page cache, the bytecode: the children
+may write it even when PYTHONDONTWRITEBYTECODE is set here) is not counted.
 
 Then ONNX Runtime against sentence-transformers on the same ~500 paragraphs (this checkout's docs
 and example notes), alternating, each the median of its runs: texts per second, their ratio, and
@@ -59,6 +60,10 @@ def child_env(code: Path) -> dict[str, str]:
     working folder first)."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     env.pop("ENGRAM_VAULT", None)
+    # A user's engram runs from bytecode (pip compiles it at install, a checkout writes it on first
+    # import). With PYTHONDONTWRITEBYTECODE set (as in some shells here) every child compiled all
+    # its modules from source, each round: ~0.1-0.3 s more for the model commands, fewer for search.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

@@ -23,8 +23,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from compiler.core.errors import ModelLoadError
 
 RECIPE = "onnx-opset17-v1"  # a new name when the export changes: files of the old recipe are never read
@@ -60,10 +58,16 @@ def cached_onnx(identity: str) -> Path | None:
         return None
     if recorded.get("size") == stat.st_size and recorded.get("mtime_ns") == stat.st_mtime_ns:
         return onnx
-    if recorded.get("sha256") == _sha256(onnx):  # copied or touched, same bytes: trust it under its new stamp
-        _write_record(record, {**recorded, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+    if recorded.get("sha256") == file_sha256(onnx):  # copied or touched, same bytes: trust it under its new stamp
+        write_record(record, {**recorded, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
         return onnx
     return None
+
+
+def recorded_sha256(onnx: Path) -> str:
+    """Returns the SHA-256 that `model.json` records for the exported file `onnx` (after
+    `cached_onnx` or `ensure_onnx` returned it, the record matches the file)."""
+    return str(json.loads((onnx.with_name("model.json")).read_text(encoding="utf-8"))["sha256"])
 
 
 def ensure_onnx(model_dir: Path, identity: str) -> Path:
@@ -74,6 +78,8 @@ def ensure_onnx(model_dir: Path, identity: str) -> Path:
     found = cached_onnx(identity)
     if found:
         return found
+    import filelock  # here, not at the top: a process that finds the file never needs it (~0.015 s)
+
     folder = model_folder(identity)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -131,8 +137,8 @@ def _export(model_dir: Path, identity: str, folder: Path) -> Path:
     finally:
         Path(temporary).unlink(missing_ok=True)
     stat = onnx.stat()
-    _write_record(folder / "model.json", {"identity": identity, "recipe": RECIPE, "opset": OPSET,
-                                          "torch": torch.__version__, "sha256": _sha256(onnx),
+    write_record(folder / "model.json", {"identity": identity, "recipe": RECIPE, "opset": OPSET,
+                                          "torch": torch.__version__, "sha256": file_sha256(onnx),
                                           "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
     return onnx
 
@@ -151,13 +157,14 @@ def _check(onnx: Path, inputs: dict[str, Any], expected: Any) -> None:
         raise ModelLoadError(f"the ONNX export does not reproduce torch (cosine {float(cosine.min()):.6f})")
 
 
-def _write_record(path: Path, record: dict[str, Any]) -> None:
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Writes a JSON record by renaming a finished file over it (a reader sees the old or the new)."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     temporary.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(temporary, path)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -91,6 +91,20 @@ def test_vector_commands_import_neither_chromadb_nor_networkx(compiled: Path, co
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("command", [["vsearch", "how to roll back"], ["query", "how to roll back"]])
+def test_vector_searches_load_no_lock_library(compiled: Path, command: list[str]) -> None:
+    """A search of the notes takes no lock, and the model's files are found, not made: filelock
+    (imported only to export the model or save its optimized copy) stays out of a cold query."""
+    probe = ("import sys; from compiler.cli.main import main\n"
+             "try: main([*sys.argv[2:], '--vault', sys.argv[1]])\n"
+             "except SystemExit as done: code = done.code\n"
+             "print(sorted({'filelock', 'torch'} & set(sys.modules)), 'numpy' in sys.modules, code)")
+    result = subprocess.run([sys.executable, "-c", probe, str(compiled), *command], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[] True 0", result.stdout + result.stderr
+
+
+@pytest.mark.integration
 def test_keyword_search_loads_no_numeric_library(compiled: Path) -> None:
     """`engram search` needs neither numpy nor the vector store: its cold start is the yardstick
     the model commands are measured against (benchmarks/cold.py)."""
