@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from compiler.core.errors import DERIVED, CorruptDataError, InputError, full_disk_guard
+from compiler.index.blas import one_thread
 from compiler.index.vectors import VectorHit
 
 FOLDER = "flat"  # in .engram/cache
@@ -119,14 +120,20 @@ class FlatStore:
         with self._reading() as (db, snap):
             if n <= 0 or not snap.live:
                 return []
-            scores = snap.matrix @ _query_rows(vector[None, :], snap, self.path)[0]
-            allowed = snap.alive if where is None else snap.alive & self._matching(db, snap, where)
-            candidates = np.flatnonzero(allowed)
-            rows = candidates[_best(scores[candidates], n)]
-            ids = [snap.ids[r] for r in rows]
+            query = _query_rows(vector[None, :], snap, self.path)[0]
+            if where is None:
+                candidates = np.flatnonzero(snap.alive)
+                with one_thread():
+                    scores = (snap.matrix @ query)[candidates]
+            else:  # only the matching rows are read and scored: a project is a 20th of the store
+                candidates = np.flatnonzero(snap.alive & self._matching(db, snap, where))
+                with one_thread():
+                    scores = snap.matrix[candidates] @ query
+            best = _best(scores, n)
+            ids = [snap.ids[r] for r in candidates[best]]
             found = {i: (d, m) for i, d, m in _select(db, "id, document, metadata", ids)}
-        return [VectorHit(i, float(scores[r]), json.loads(found[i][1]), found[i][0])  # type: ignore[index]
-                for i, r in zip(ids, rows) if i in found]
+        return [VectorHit(i, float(c), json.loads(found[i][1]), found[i][0])  # type: ignore[index]
+                for i, c in zip(ids, scores[best]) if i in found]
 
     def query_many(self, vectors: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
         """Returns, for each row of `vectors`, up to `n` nearest (id, cosine), best first."""

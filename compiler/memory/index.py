@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +129,11 @@ class MemoryKeywordIndex:
                              "project UNINDEXED, text_sha UNINDEXED, title, content, context, context2, "
                              f"tokenize='{TOKENIZER}')")
             # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid,
-            # so replacing one row is a key lookup, not a scan of every memory.
-            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
+            # so replacing one row is a key lookup, not a scan of every memory; and it holds each
+            # row's project, indexed, so a recall in one project reads that project's rows only.
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT, project TEXT)")
+            _add_project_column(self._db)
+            self._db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_rows_project ON {TABLE}_rows (project)")
 
     def hashes(self) -> dict[str, str]:
         return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
@@ -143,15 +147,23 @@ class MemoryKeywordIndex:
             self._db.executemany(f"DELETE FROM {TABLE} WHERE rowid = (SELECT rowid FROM {TABLE}_rows WHERE id = ?)", gone)
             self._db.executemany(f"DELETE FROM {TABLE}_rows WHERE id = ?", gone)
             for row in rows:
-                cursor = self._db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha) VALUES (?, ?)", (row[0], row[2]))
+                cursor = self._db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha, project) VALUES (?, ?, ?)",
+                                          (row[0], row[2], row[1]))
                 self._db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context, "
                                  "context2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *row))
 
     def search(self, query: str, limit: int, project: str = "") -> list[MemoryKeywordHit]:
+        """Returns up to `limit` memories (of `project`, when given) matching any word of `query`,
+        best BM25 first (over the whole table's statistics, so a project changes no score)."""
         expression = match_expression(query)
         if not expression:
             return []
-        where, args = ("AND project = ?", [project]) if project else ("", [])
+        # The project's rowids first (an index lookup): FTS5 scores only the matches among them,
+        # where checking each match's project read its stored row (recall at 50,000 memories: 5×
+        # slower). `+rowid` keeps the list a filter, not a rowid lookup per project row into FTS5.
+        # A row without a project in the side table (written by an older engram) is checked on its own.
+        where, args = (f"AND +rowid IN (SELECT rowid FROM {TABLE}_rows WHERE project = ? OR project IS NULL) "
+                       "AND project = ?", [project, project]) if project else ("", [])
         rows = self._db.execute(f"SELECT id, bm25({TABLE}, {WEIGHTS}) AS rank FROM {TABLE} "
                                 f"WHERE {TABLE} MATCH ? {where} ORDER BY rank, id LIMIT ?", [expression, *args, limit])
         return [MemoryKeywordHit(i, -float(r)) for i, r in rows]
@@ -210,6 +222,28 @@ class MemoryIndex:
     def nearest(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Returns up to `n` (id, cosine) of the closest live memories, best first."""
         return [(h.id, h.cosine) for h in self.vectors.query(vector, n, where)]
+
+
+def _add_project_column(db: sqlite3.Connection) -> None:
+    """Gives a rows table written before it held projects (id, text_sha) its project column, filled
+    from the FTS rows: an old cache answers as it is, without a rebuild. Checked inside a write
+    transaction, so two processes opening the old cache at once add it once."""
+    if _has_project(db):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_project(db):
+            db.execute(f"ALTER TABLE {TABLE}_rows ADD COLUMN project TEXT")
+            db.execute(f"UPDATE {TABLE}_rows SET project = "
+                       f"(SELECT project FROM {TABLE} WHERE {TABLE}.rowid = {TABLE}_rows.rowid)")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _has_project(db: sqlite3.Connection) -> bool:
+    return "project" in [c[1] for c in db.execute(f"PRAGMA table_info({TABLE}_rows)")]
 
 
 def keyword_row(obs: Observation, context: str) -> tuple[str, str, str, str, str, str, str]:
