@@ -33,6 +33,9 @@ class BuildState:
     memory_pages: dict[str, str] = field(default_factory=dict)  # observation page → memory id (edits → updates)
     pages: dict[str, str] = field(default_factory=dict)  # vault-relative page → sha256 (for `engram check`)
     memory_events: str = ""  # digest of the memory events the pages were rendered from ("" when none)
+    # observation page → (digest of what it was rendered from, size, mtime_ns, inode once written):
+    # a page whose digest and stat both still match is not rendered again (compiler.commands.memory_pages)
+    memory_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
@@ -41,7 +44,8 @@ class BuildState:
                 "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
                 "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
                 "memory_pages": dict(sorted(self.memory_pages.items())),
-                "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events}
+                "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events,
+                "memory_renders": {p: list(r) for p, r in sorted(self.memory_renders.items())}}
         return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -60,7 +64,8 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
             warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
             memory_pages={p: v if isinstance(v, str) else v[0] for p, v in data.get("memory_pages", {}).items()},
-            pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", "")), ""
+            pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", ""),
+            memory_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("memory_renders", {}).items()}), ""
     except (ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 

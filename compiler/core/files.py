@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,8 +118,9 @@ def _first_symlink(vault: Path, path: Path) -> Path | None:
     return None
 
 
-def write_pages(vault: Path, out: str, pages: Mapping[str, str]) -> WriteResult:
-    """Writes `pages` ({path inside out: text}) and deletes generated pages no longer wanted.
+def write_pages(vault: Path, out: str, pages: Mapping[str, str], keep: Iterable[str] = ()) -> WriteResult:
+    """Writes `pages` ({path inside out: text}) and deletes generated pages no longer wanted: wanted
+    are `pages` and `keep` (pages the caller knows are on disk as they should be, not rendered).
 
     Returns what was written and deleted, as vault-relative paths, plus collisions with human files.
     """
@@ -138,7 +139,7 @@ def write_pages(vault: Path, out: str, pages: Mapping[str, str]) -> WriteResult:
                 continue
         atomic_write(target, data, durable=False)
         result.written.append(shown)
-    result.deleted = _delete_stale(vault, out, set(pages))
+    result.deleted = _delete_stale(vault, out, {*pages, *keep})
     return result
 
 
