@@ -30,6 +30,7 @@ from compiler.memory.model import Observation, association_graph, half_life_days
 SLUG_BYTES = 120
 CONTENT_START, CONTENT_END = "<!-- engram:content -->", "<!-- /engram:content -->"
 RENDER_MODULES = ("memory.py", "notes.py")  # compiler.render: the environment's filters and globals, this module
+_NOT_ASCII_ALNUM = re.compile(r"[^a-z0-9]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)),
              "index", "archive"}
 
@@ -37,7 +38,10 @@ _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lp
 def slugify(text: str, limit: int = 60) -> str:
     """Returns a safe file-name stem: lower-case words of letters and digits joined by dashes, at
     most `limit` characters and SLUG_BYTES bytes of UTF-8, never empty or reserved."""
-    words = "".join(_slug_char(ch) for ch in unicodedata.normalize("NFC", text).lower())
+    if text.isascii():  # most titles: the same result as below, without a call per character
+        words = _NOT_ASCII_ALNUM.sub("-", text.lower())
+    else:
+        words = "".join(_slug_char(ch) for ch in unicodedata.normalize("NFC", text).lower())
     slug = re.sub(r"-+", "-", words).strip("-")[:limit]
     slug = slug.encode("utf-8")[:SLUG_BYTES].decode("utf-8", errors="ignore").strip("-") or "memory"
     return f"m-{slug}" if slug in _RESERVED else slug
