@@ -12,14 +12,14 @@ instead of being overwritten.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler.commands.build_inputs import shown_instant
-from compiler.commands.memory_pages import KeptPages, Record, Stamp, unchanged_since
+from compiler.commands.memory_pages import KeptPages, Record, Stamp
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning
 from compiler.core.files import is_generated
@@ -77,11 +77,12 @@ def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, pa
         result.warnings = list(before.events.warnings)
         if not before.events:
             return result
-        result.edits = _take_page_edits(vault, settings.out, before, page_ids, written, records)
+        kept = KeptPages(root, settings.out, records, written)
+        result.edits = _take_page_edits(vault, settings.out, before, page_ids, written, kept.as_written)
         result.maintenance = _maintain_if_due(vault, before.events)
         memories = read_memories(vault)
         shown = shown_instant(settings, memories.now)
-        _render(result, memories, shown, env, KeptPages(root, settings.out, records, written))
+        _render(result, memories, shown, env, kept)
         result.shown_at = format_time(shown)
         if not settings.now:
             result.maintenance_due = format_time(_maintenance_due(vault, memories.now))
@@ -116,16 +117,16 @@ def _maintenance_due(vault: VaultMemory, now: datetime) -> datetime:
 
 
 def _take_page_edits(vault: VaultMemory, out: str, memories: Memories, page_ids: Mapping[str, str],
-                     written: Mapping[str, str], records: Mapping[str, Record]) -> list[str]:
-    """Turns edited observation pages into update events; returns the ids updated. A page with the
-    stat it had when written (`records`) holds our bytes: it is not read."""
+                     written: Mapping[str, str], as_written: Callable[[str], bool]) -> list[str]:
+    """Turns edited observation pages into update events; returns the ids updated. A page that has
+    the stat it had when written (`as_written`) holds our bytes: it is not read."""
     root, state = vault.root, memories.state
     pages_root = (root / out).resolve()
     events: list[MemoryEvent] = []
     for page, memory_id in sorted(page_ids.items()):
-        path = root / out / page
-        if memory_id not in state or unchanged_since(path, records.get(page)):
+        if memory_id not in state or as_written(page):
             continue
+        path = root / out / page
         if not path.is_file() or not is_generated(path):
             continue
         if not path.resolve().is_relative_to(pages_root):  # a planted symlink (`_engram/memory -> …`): not ours

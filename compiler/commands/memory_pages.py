@@ -21,7 +21,7 @@ Stamp = tuple[int, int, int]  # size, mtime_ns, inode
 Record = tuple[str, int, int, int]  # the page's input digest, then its Stamp at the last write
 
 
-def page_stamp(path: Path) -> Stamp | None:
+def page_stamp(path: Path | str) -> Stamp | None:
     """Returns the stat of the regular file at `path` (not followed if a link), or None."""
     try:
         info = os.lstat(path)
@@ -32,37 +32,45 @@ def page_stamp(path: Path) -> Stamp | None:
 
 class KeptPages:
     """Answers `render_memory_pages`' question "does the disk hold this page, made from this digest?"
-    and remembers the stat it found for each page it said yes to."""
+    and remembers the stat it found for each page it said yes to. Each page is stat'ed once per
+    build: the edit check (`as_written`) and the render check share it, and no page is written
+    between the two."""
 
     def __init__(self, root: Path, out: str, records: Mapping[str, Record], hashes: Mapping[str, str]) -> None:
-        self._folder, self._out = root / out, out
+        self._folder, self._out = os.path.join(root, out), out  # strings: 50,000 pathlib joins cost seconds
         self._records, self._hashes = records, hashes  # hashes: vault-relative page → sha256 we last wrote
+        self._found: dict[str, Stamp | None] = {}
         self.stamps: dict[str, Stamp] = {}
+
+    def as_written(self, page: str) -> bool:
+        """True when the page has the stat recorded when it was last written: our bytes, unread."""
+        record = self._records.get(page)
+        return record is not None and self._stamp(page) == tuple(record[1:])
 
     def __call__(self, page: str, digest: str) -> bool:
         record = self._records.get(page)
         if record is None or record[0] != digest:
             return False
-        path = self._folder / page
-        found = page_stamp(path)
+        found = self._stamp(page)
         if found is None:  # deleted (or replaced by a link or a folder): rendered and written again
             return False
-        if found != tuple(record[1:]) and not self._same_bytes(path, self._hashes.get(f"{self._out}/{page}")):
+        if found != tuple(record[1:]) and not self._same_bytes(page):
             return False  # edited by hand outside the content (an edit of the content is an update event)
         self.stamps[page] = found
         return True
 
-    @staticmethod
-    def _same_bytes(path: Path, sha256: str | None) -> bool:
+    def _stamp(self, page: str) -> Stamp | None:
+        if page not in self._found:
+            self._found[page] = page_stamp(os.path.join(self._folder, page))
+        return self._found[page]
+
+    def _same_bytes(self, page: str) -> bool:
+        sha256 = self._hashes.get(f"{self._out}/{page}")
         try:
-            return sha256 is not None and hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+            with open(os.path.join(self._folder, page), "rb") as handle:
+                return sha256 is not None and hashlib.sha256(handle.read()).hexdigest() == sha256
         except OSError:
             return False
-
-
-def unchanged_since(path: Path, record: Record | None) -> bool:
-    """True when the page at `path` has the stat recorded when it was last written: our bytes, unread."""
-    return record is not None and page_stamp(path) == tuple(record[1:])
 
 
 def page_records(root: Path, out: str, digests: Mapping[str, str], kept: Mapping[str, Stamp],
