@@ -120,8 +120,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         update_indexes,
     )
     from compiler.commands.compile_memories import compile_memories
-    from compiler.commands.memory_pages import page_records
     from compiler.commands.compile_notes import parse_notes
+    from compiler.commands.memory_pages import page_records
     from compiler.core.files import write_pages
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.notes.links import resolve_links

@@ -49,7 +49,7 @@ class KeptPages:
 
     def __call__(self, page: str, digest: str) -> bool:
         record = self._records.get(page)
-        if record is None or record[0] != digest:
+        if record is None or record[0] != digest or f"{self._out}/{page}" not in self._hashes:
             return False
         found = self._stamp(page)
         if found is None:  # deleted (or replaced by a link or a folder): rendered and written again
@@ -65,10 +65,9 @@ class KeptPages:
         return self._found[page]
 
     def _same_bytes(self, page: str) -> bool:
-        sha256 = self._hashes.get(f"{self._out}/{page}")
         try:
             with open(os.path.join(self._folder, page), "rb") as handle:
-                return sha256 is not None and hashlib.sha256(handle.read()).hexdigest() == sha256
+                return hashlib.sha256(handle.read()).hexdigest() == self._hashes[f"{self._out}/{page}"]
         except OSError:
             return False
 
