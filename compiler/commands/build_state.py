@@ -10,6 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
@@ -32,6 +33,9 @@ class BuildState:
     memory_pages: dict[str, str] = field(default_factory=dict)  # observation page → memory id (edits → updates)
     pages: dict[str, str] = field(default_factory=dict)  # vault-relative page → sha256 (for `engram check`)
     memory_events: str = ""  # digest of the memory events the pages were rendered from ("" when none)
+    # observation page → (digest of what it was rendered from, size, mtime_ns, inode once written):
+    # a page whose digest and stat both still match is not rendered again (compiler.commands.memory_pages)
+    memory_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
@@ -40,7 +44,8 @@ class BuildState:
                 "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
                 "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
                 "memory_pages": dict(sorted(self.memory_pages.items())),
-                "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events}
+                "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events,
+                "memory_renders": {p: list(r) for p, r in sorted(self.memory_renders.items())}}
         return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -59,29 +64,59 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             notes={p: Note.from_dict(n) for p, n in data["notes"].items()},
             warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
             memory_pages={p: v if isinstance(v, str) else v[0] for p, v in data.get("memory_pages", {}).items()},
-            pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", "")), ""
+            pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", ""),
+            memory_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("memory_renders", {}).items()}), ""
     except (ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 
 
 def recorded_model(paths: VaultPaths) -> str:
     """Returns the `model` setting the vault's index was built with ("" before the first compile,
-    or for a state from an engram that did not record it)."""
-    try:  # only one key: parsing every note of the state (load_state) is not needed for it
-        data = json.loads(paths.state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    or for a state from an engram that did not record it).
+
+    Every command asks this before it starts (compiler.cli.common.vault_and_settings), so it reads
+    the few bytes of the state's head (`head_path`), not the state: parsing a 10,000-note state.json
+    (25 MB) took 1.3 s of a cold `engram search`. A state without a head (an older engram) is read whole.
+    """
+    if not paths.state.is_file():  # the state deleted, for a rebuild: its head says nothing any more
         return ""
-    setting = data.get("model_setting", "") if isinstance(data, dict) and data.get("version") == STATE_VERSION else ""
+    data = _read_json(head_path(paths.state)) or _read_json(paths.state)
+    setting = data.get("model_setting", "") if data.get("version") == STATE_VERSION else ""
     return setting if isinstance(setting, str) else ""
 
 
+def head_path(state: Path) -> Path:
+    """Returns where the state's head lives: its version and model setting, beside it."""
+    return state.with_name("state-head.json")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """Returns the JSON object in `path`, or {} when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def save_state(path: Path, state: BuildState) -> bool:
-    """Writes the state when it changed; returns whether it wrote."""
+    """Writes the state when it changed, and its head when that changed; returns whether the state was written."""
+    head = json.dumps({"version": STATE_VERSION, "model": state.model, "model_setting": state.model_setting},
+                      sort_keys=True).encode("utf-8")
+    if _read_bytes(head_path(path)) != head:  # first: the indexes already hold this model's vectors
+        atomic_write(head_path(path), head)
     data = state.to_json().encode("utf-8")
-    if path.is_file() and path.read_bytes() == data:
+    if _read_bytes(path) == data:
         return False
     atomic_write(path, data)
     return True
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def previous_build(paths: VaultPaths, identity: str, settings: Settings) -> tuple[BuildState, str]:

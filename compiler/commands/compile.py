@@ -121,6 +121,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     )
     from compiler.commands.compile_memories import compile_memories
     from compiler.commands.compile_notes import parse_notes
+    from compiler.commands.memory_pages import page_records
     from compiler.core.files import write_pages
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.notes.links import resolve_links
@@ -140,25 +141,29 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     neighbours = related_notes(parsed.notes, embedded.vectors, settings)
     save_graph(paths.graph, parsed.notes, links, neighbours)
     env = template_environment(overrides, settings.out)
-    memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, embedder)
+    memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
+                              embedder)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
     pages = {**render_note_pages(view, env, settings.out), **memory.pages}
-    written = write_pages(paths.root, settings.out, pages)
+    written = write_pages(paths.root, settings.out, pages, keep=memory.kept)
     _tell(warn, written.warnings)
+    kept = {f"{settings.out}/{p}": previous.pages[f"{settings.out}/{p}"] for p in memory.kept}  # their bytes' sha256
     save_state(paths.state, BuildState(
         model=model.identity, model_setting=settings.model, fingerprint=settings.index_fingerprint(),
         parser=parser_fingerprint(),
         files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
-        memory_pages=memory.page_ids, pages=_page_hashes(settings.out, pages), memory_events=memory.events_digest))
+        memory_pages=memory.page_ids, pages={**_page_hashes(settings.out, pages), **kept}, memory_events=memory.events_digest,
+        memory_renders=page_records(paths.root, settings.out, memory.digests, memory.kept,
+                                    [w.file for w in written.warnings])))
     report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
         renamed=parsed.renamed, embedded=embedded.count, written=written.written, deleted=written.deleted,
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
-                  "maintenance": memory.maintenance},
+                  "maintenance": memory.maintenance, "pages_rendered": len(memory.digests) - len(memory.kept)},
         seconds=round(time.perf_counter() - started, 3))
     inputs = gather_inputs(paths, settings, model.identity, scan, overrides, memory.shown_at)
     save_inputs(paths.inputs, inputs, report.to_dict(),
@@ -179,7 +184,7 @@ def _rescan(paths: VaultPaths, settings: Settings, previous: BuildState, scanned
 
 def _unchanged_report(last: dict[str, Any], started: float) -> BuildReport:
     """Returns the report of a build that found nothing changed: the last one's counts, no work."""
-    memories = {**last["memories"], "edits": [], "maintenance": {"skipped": True, "unchanged": True}}
+    memories = {**last["memories"], "edits": [], "maintenance": {"skipped": True, "unchanged": True}, "pages_rendered": 0}
     return BuildReport(
         notes=last["notes"], sections=last["sections"], changed=[], removed=[], renamed=0, embedded=0, written=[],
         deleted=[], links=last["links"], memories=memories, warnings=[BuildWarning(**w) for w in last["warnings"]],

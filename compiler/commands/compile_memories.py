@@ -12,13 +12,14 @@ instead of being overwritten.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler.commands.build_inputs import shown_instant
+from compiler.commands.memory_pages import KeptPages, Record, Stamp
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning
 from compiler.core.files import is_generated
@@ -40,15 +41,17 @@ from compiler.render.memory import (
     render_memory_pages,
 )
 
-
 if TYPE_CHECKING:  # the environment comes from compiler.render: jinja2 stays in that package
     import jinja2
+
 
 @dataclass
 class MemoryStage:
     state: dict[str, Observation] = field(default_factory=dict)
-    pages: dict[str, str] = field(default_factory=dict)  # path inside the output folder → text
+    pages: dict[str, str] = field(default_factory=dict)  # path inside the output folder → text, of pages rendered
     page_ids: dict[str, str] = field(default_factory=dict)  # observation page → memory id, to spot edits later
+    digests: dict[str, str] = field(default_factory=dict)  # observation page → digest of its inputs
+    kept: dict[str, Stamp] = field(default_factory=dict)  # observation pages not rendered (on disk as made) → stat
     projects: list[tuple[str, str]] = field(default_factory=list)  # (name, page path) for the catalog
     warnings: list[BuildWarning] = field(default_factory=list)
     edits: list[str] = field(default_factory=list)  # memory ids updated from page edits
@@ -61,31 +64,39 @@ class MemoryStage:
 
 
 def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, page_ids: Mapping[str, str],
-                     written: Mapping[str, str], embedder: Embedder | None = None) -> MemoryStage:
+                     written: Mapping[str, str], records: Mapping[str, Record] | None = None,
+                     embedder: Embedder | None = None) -> MemoryStage:
     """Returns the memory part of a build. `page_ids` maps the observation pages of the last build
-    to their memory ids; `written` maps every vault-relative page to the sha256 we last wrote."""
+    to their memory ids; `written` maps every vault-relative page to the sha256 we last wrote;
+    `records` holds each observation page's input digest and stat at its last write
+    (compiler.commands.memory_pages): a page that matches both is not rendered again."""
+    records = records or {}
     result = MemoryStage()
     with VaultMemory(root, settings, embedder=embedder) as vault:
         before = read_memories(vault)
         result.warnings = list(before.events.warnings)
         if not before.events:
             return result
-        result.edits = _take_page_edits(vault, settings.out, before, page_ids, written)
+        kept = KeptPages(root, settings.out, records, written)
+        result.edits = _take_page_edits(vault, settings.out, before, page_ids, written, kept.as_written)
         result.maintenance = _maintain_if_due(vault, before.events)
         memories = read_memories(vault)
         shown = shown_instant(settings, memories.now)
-        _render(result, memories, shown, env)
+        _render(result, memories, shown, env, kept)
         result.shown_at = format_time(shown)
         if not settings.now:
             result.maintenance_due = format_time(_maintenance_due(vault, memories.now))
     return result
 
 
-def _render(result: MemoryStage, memories: Memories, shown: datetime, env: jinja2.Environment) -> None:
-    """Fills `result` with the pages of `memories` as of `shown`, the project links and the counts."""
+def _render(result: MemoryStage, memories: Memories, shown: datetime, env: jinja2.Environment, kept: KeptPages) -> None:
+    """Fills `result` with the pages of `memories` as of `shown` (but the observation pages `kept`
+    says the disk holds), the project links and the counts."""
     result.state = dict(memories.state)
     pruned = archived(result.state, shown)
-    result.pages, result.page_ids = render_memory_pages(result.state, pruned, shown, env)
+    pages = render_memory_pages(result.state, pruned, shown, env, kept)
+    result.pages, result.page_ids, result.digests = pages.pages, pages.page_ids, pages.digests
+    result.kept = {page: kept.stamps[page] for page in pages.kept}
     result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
     result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
     result.archived = len(pruned)
@@ -106,14 +117,17 @@ def _maintenance_due(vault: VaultMemory, now: datetime) -> datetime:
 
 
 def _take_page_edits(vault: VaultMemory, out: str, memories: Memories, page_ids: Mapping[str, str],
-                     written: Mapping[str, str]) -> list[str]:
-    """Turns edited observation pages into update events; returns the ids updated."""
+                     written: Mapping[str, str], as_written: Callable[[str], bool]) -> list[str]:
+    """Turns edited observation pages into update events; returns the ids updated. A page that has
+    the stat it had when written (`as_written`) holds our bytes: it is not read."""
     root, state = vault.root, memories.state
     pages_root = (root / out).resolve()
     events: list[MemoryEvent] = []
     for page, memory_id in sorted(page_ids.items()):
+        if memory_id not in state or as_written(page):
+            continue
         path = root / out / page
-        if memory_id not in state or not path.is_file() or not is_generated(path):
+        if not path.is_file() or not is_generated(path):
             continue
         if not path.resolve().is_relative_to(pages_root):  # a planted symlink (`_engram/memory -> …`): not ours
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,8 +118,9 @@ def _first_symlink(vault: Path, path: Path) -> Path | None:
     return None
 
 
-def write_pages(vault: Path, out: str, pages: Mapping[str, str]) -> WriteResult:
-    """Writes `pages` ({path inside out: text}) and deletes generated pages no longer wanted.
+def write_pages(vault: Path, out: str, pages: Mapping[str, str], keep: Iterable[str] = ()) -> WriteResult:
+    """Writes `pages` ({path inside out: text}) and deletes generated pages no longer wanted: wanted
+    are `pages` and `keep` (pages the caller knows are on disk as they should be, not rendered).
 
     Returns what was written and deleted, as vault-relative paths, plus collisions with human files.
     """
@@ -138,8 +139,20 @@ def write_pages(vault: Path, out: str, pages: Mapping[str, str]) -> WriteResult:
                 continue
         atomic_write(target, data, durable=False)
         result.written.append(shown)
-    result.deleted = _delete_stale(vault, out, set(pages))
+    result.deleted = _delete_stale(vault, out, {*pages, *keep})
     return result
+
+
+def _generated_candidates(root: Path) -> list[str]:
+    """Returns the relative path of every file under `root` that a generated page could be (.md and
+    GENERATED_YAML), in path order; links to folders are not followed. One walk: at 50,000 memory
+    pages, a pathlib rglob per suffix cost seconds."""
+    suffixes = (".md", *GENERATED_YAML)
+    found: list[str] = []
+    for folder, _, names in os.walk(root):
+        prefix = os.path.relpath(folder, root).replace(os.sep, "/")
+        found += [name if prefix == "." else f"{prefix}/{name}" for name in names if name.endswith(suffixes)]
+    return sorted(found, key=lambda relative: relative.split("/"))
 
 
 def _delete_stale(vault: Path, out: str, wanted: set[str]) -> list[str]:
@@ -147,9 +160,11 @@ def _delete_stale(vault: Path, out: str, wanted: set[str]) -> list[str]:
     deleted: list[str] = []
     if not root.is_dir():
         return deleted
-    for path in sorted(p for suffix in (".md", *GENERATED_YAML) for p in root.rglob(f"*{suffix}")):
-        relative = path.relative_to(root).as_posix()
-        if relative not in wanted and not path.is_symlink() and is_generated(path):
+    for relative in _generated_candidates(root):
+        if relative in wanted:
+            continue
+        path = root / relative
+        if not path.is_symlink() and is_generated(path):
             path.unlink()
             deleted.append(f"{out}/{relative}")
     # Remove only the folders our deletions emptied; a person's empty folder stays.

@@ -22,6 +22,9 @@ from compiler.core.errors import DERIVED, full_disk_guard
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # bm25() weights, in column order: path, ordinal, line (unindexed), title, heading, body, tags, cjk.
 WEIGHTS = (0.0, 0.0, 0.0, 4.0, 2.0, 1.0, 2.0, 1.0)
+# The matches of an expression (?1), best first by the rank function ?2 (bm25 with WEIGHTS).
+RANKED_SECTIONS = ("SELECT path, ordinal, line, title, rank, snippet(sections, 5, '**', '**', '…', 16), body "
+                   "FROM sections WHERE sections MATCH ? AND rank MATCH ? ORDER BY rank")
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Chinese, Japanese and Korean write words without spaces between them (Korean glues particles
 # on), so unicode61 makes a whole run one token and "语义图谱" never matches "构建语义图谱的方法".
@@ -127,14 +130,21 @@ class KeywordIndex:
     def search(self, query: str, limit: int) -> list[KeywordHit]:
         """Returns up to `limit` sections matching any word of `query`, best BM25 first."""
         expression = match_expression(query)
-        if not expression:
+        if not expression or limit < 1:
             return []
         weights = ", ".join(str(w) for w in WEIGHTS[:len(self._columns())])  # an index not rebuilt yet has no cjk
-        rows = self._db.execute(
-            f"SELECT path, ordinal, line, title, bm25(sections, {weights}) AS rank, "
-            "snippet(sections, 5, '**', '**', '…', 16), body FROM sections WHERE sections MATCH ? "
-            "ORDER BY rank, path, ordinal LIMIT ?", (expression, limit))
-        return [KeywordHit(p, int(o), int(l), t, -float(r), s, b) for p, o, l, t, r, s, b in rows]
+        # `ORDER BY rank` on FTS5's own rank column, weighted by `rank MATCH`: FTS5 scores and sorts
+        # the matches itself and reads a row's columns and snippet only when the row is fetched.
+        # Sorted by an expression (bm25(...), path) SQLite read the body and made the snippet of
+        # every match first: 11,000 sections for a six-word query at 10,000 notes, 2.5× the CPU.
+        rows = self._db.execute(RANKED_SECTIONS, (expression, f"bm25({weights})"))
+        hits: list[KeywordHit] = []
+        for p, o, l, t, r, s, b in rows:
+            if len(hits) >= limit and -float(r) != hits[limit - 1].bm25:  # past the last tie of the limit-th
+                break
+            hits.append(KeywordHit(p, int(o), int(l), t, -float(r), s, b))
+        hits.sort(key=lambda h: (-h.bm25, h.path, h.ordinal))  # ties by path, as before
+        return hits[:limit]
 
     def coverage(self, query: str) -> float:
         """Returns the share of the query's keyword weight (IDF of each content word) that the index holds.

@@ -10,11 +10,14 @@ back as an update event (see `read_edited_content`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -26,6 +29,8 @@ from compiler.memory.model import Observation, association_graph, half_life_days
 # (a CJK title of 50 characters is 150 bytes).
 SLUG_BYTES = 120
 CONTENT_START, CONTENT_END = "<!-- engram:content -->", "<!-- /engram:content -->"
+RENDER_MODULES = ("memory.py", "notes.py")  # compiler.render: the environment's filters and globals, this module
+_NOT_ASCII_ALNUM = re.compile(r"[^a-z0-9]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)),
              "index", "archive"}
 
@@ -33,7 +38,10 @@ _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lp
 def slugify(text: str, limit: int = 60) -> str:
     """Returns a safe file-name stem: lower-case words of letters and digits joined by dashes, at
     most `limit` characters and SLUG_BYTES bytes of UTF-8, never empty or reserved."""
-    words = "".join(_slug_char(ch) for ch in unicodedata.normalize("NFC", text).lower())
+    if text.isascii():  # most titles: the same result as below, without a call per character
+        words = _NOT_ASCII_ALNUM.sub("-", text.lower())
+    else:
+        words = "".join(_slug_char(ch) for ch in unicodedata.normalize("NFC", text).lower())
     slug = re.sub(r"-+", "-", words).strip("-")[:limit]
     slug = slug.encode("utf-8")[:SLUG_BYTES].decode("utf-8", errors="ignore").strip("-") or "memory"
     return f"m-{slug}" if slug in _RESERVED else slug
@@ -53,8 +61,6 @@ def _slug_char(ch: str) -> str:
 
 def project_slugs(projects: Sequence[str]) -> dict[str, str]:
     """Returns a unique folder slug per project name (names that slug alike get a hash suffix)."""
-    import hashlib
-
     plain = {p: slugify(p) for p in sorted(set(projects))}
     taken = Counter(plain.values())
     return {p: s if taken[s] == 1 else f"{s}-{hashlib.sha256(p.encode()).hexdigest()[:6]}" for p, s in plain.items()}
@@ -66,22 +72,46 @@ def memory_page(obs: Observation, projects: Mapping[str, str]) -> str:
     return f"memory/{projects[obs.project]}/{slugify(obs.title, 50)}-{tail}.md"
 
 
+@dataclass
+class MemoryPages:
+    """The memory pages of a build: the ones rendered, and the observation pages left as they are on disk."""
+
+    pages: dict[str, str] = field(default_factory=dict)  # page path → text, for every page rendered
+    page_ids: dict[str, str] = field(default_factory=dict)  # observation page → memory id
+    digests: dict[str, str] = field(default_factory=dict)  # observation page → `page_digest` of its inputs
+    kept: set[str] = field(default_factory=set)  # observation pages not rendered: the disk already holds them
+
+
 def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now: datetime,
-                        env: jinja2.Environment) -> tuple[dict[str, str], dict[str, str]]:
-    """Returns ({page path: text} for every live observation, each project and the archive,
-    {observation page path: memory id})."""
+                        env: jinja2.Environment, unchanged: Callable[[str, str], bool] = lambda page, digest: False,
+                        ) -> MemoryPages:
+    """Returns the page of every live observation, each project and the archive.
+
+    An observation page is rendered only when `unchanged(page, its digest)` is false: a digest of
+    everything its bytes are made of (`page_digest`), so the caller can say "the page on disk was
+    made from exactly this" and spare rendering 50,000 pages after one memory was added. Project
+    pages, the archive and the Bases file gather many memories each: they are always rendered.
+    """
+    result = MemoryPages()
     live = {i: o for i, o in state.items() if o.live and i not in pruned}
     if not state:
-        return {}, {}
+        return result
     projects = project_slugs([o.project for o in state.values()])
     paths = {i: memory_page(o, projects) for i, o in live.items()}
-    pages: dict[str, str] = {}
     template = env.get_template("memory.md.j2")
+    key = template_key(env, "memory.md.j2")
     adjacency = association_graph(live)
     for memory_id, obs in sorted(live.items()):
         related = [(live[i], w) for i, w in sorted(adjacency.get(memory_id, {}).items(), key=lambda kv: (-kv[1], kv[0]))]
-        pages[paths[memory_id]] = template.render(
-            obs=obs, strength=obs.strength(now), half_life=half_life_days(obs.category, obs.importance),
+        page, strength, half_life = paths[memory_id], obs.strength(now), half_life_days(obs.category, obs.importance)
+        digest = page_digest(key, page, obs, strength, half_life, [(o.id, o.title, paths[o.id], w) for o, w in related],
+                             projects[obs.project])
+        result.digests[page] = digest
+        if unchanged(page, digest):
+            result.kept.add(page)
+            continue
+        result.pages[page] = template.render(
+            obs=obs, strength=strength, half_life=half_life,
             related=related, page_of=paths, content_start=CONTENT_START, content_end=CONTENT_END,
             project_slug=projects.__getitem__)
     by_project: dict[str, list[Observation]] = defaultdict(list)
@@ -89,11 +119,32 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
         by_project[obs.project].append(obs)
     project_template = env.get_template("project.md.j2")
     for project, members in sorted(by_project.items()):
-        pages[f"projects/{projects[project]}.md"] = project_template.render(**_project(project, members, paths, now))
+        result.pages[f"projects/{projects[project]}.md"] = project_template.render(**_project(project, members, paths, now))
     archived = sorted((o for i, o in state.items() if i in pruned or not o.live), key=lambda o: (o.project, o.id))
-    pages["memory/archive.md"] = env.get_template("archive.md.j2").render(archived=archived, now=now)
-    pages["memory/memories.base"] = env.get_template("memories.base.j2").render()  # Obsidian Bases view
-    return pages, {page: memory_id for memory_id, page in paths.items()}
+    result.pages["memory/archive.md"] = env.get_template("archive.md.j2").render(archived=archived, now=now)
+    result.pages["memory/memories.base"] = env.get_template("memories.base.j2").render()  # Obsidian Bases view
+    result.page_ids = {page: memory_id for memory_id, page in paths.items()}
+    return result
+
+
+def template_key(env: jinja2.Environment, name: str) -> str:
+    """Returns a digest of what turns a page's inputs into its bytes: the template's source as `env`
+    finds it (a vault's override or the bundled one), the filters and globals of compiler.render
+    (their code and the output folder links point into) and the Jinja version."""
+    assert env.loader is not None
+    source = env.loader.get_source(env, name)[0]
+    code = b"".join(Path(__file__).with_name(module).read_bytes() for module in RENDER_MODULES)
+    digest = hashlib.sha256(code)
+    digest.update(repr((source, env.globals.get("out"), jinja2.__version__)).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def page_digest(key: str, page: str, obs: Observation, strength: float, half_life: float,
+                related: Sequence[tuple[str, str, str, float]], project_slug: str) -> str:
+    """Returns a digest of exactly what an observation page is rendered from: the template (`key`),
+    the page's path, every field of the memory, its strength and half-life as the page shows them,
+    its related memories (id, title, page, link weight) and its project's folder."""
+    return hashlib.sha256(repr((key, page, obs, strength, half_life, related, project_slug)).encode("utf-8")).hexdigest()
 
 
 def project_links(state: Mapping[str, Observation]) -> list[tuple[str, str]]:
