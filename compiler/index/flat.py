@@ -58,7 +58,11 @@ CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, row INTEGER NOT NULL, doc
 CREATE TABLE IF NOT EXISTS unmirrored (id TEXT PRIMARY KEY);
 CREATE INDEX IF NOT EXISTS items_path ON items (json_extract(metadata, '$.path'), id);
 CREATE INDEX IF NOT EXISTS items_project ON items (json_extract(metadata, '$.project'), row);
-"""  # the two indexes (covering): what compile deletes by (a note's sections) and recall filters on (a project)
+CREATE INDEX IF NOT EXISTS items_project_kind ON items (json_extract(metadata, '$.project'),
+                                                        json_extract(metadata, '$.kind'), row);
+"""  # the indexes (covering): what compile deletes by (a note's sections), recall filters on (a project)
+# and a write resolves against (its project and kind). A store made before one of them gets it on
+# its next write; until then a read of it filters the slow way, with the same answer.
 
 
 def store_path(cache_dir: Path, name: str) -> Path:
@@ -128,19 +132,31 @@ class FlatStore:
         return [VectorHit(i, float(scores[r]), json.loads(found[i][1]), found[i][0])  # type: ignore[index]
                 for i, r in zip(ids, rows) if i in found]
 
-    def query_many(self, vectors: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
-        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine), best first."""
-        snap = self._snapshot()
-        if not snap.live or len(vectors) == 0:
+    def query_many(self, vectors: np.ndarray, n: int, where: dict[str, Any] | None = None
+                   ) -> list[list[tuple[str, float]]]:
+        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine) of the rows matching
+        `where` (all rows without it), best first.
+
+        With `where`, only the matching rows are read and scored: resolving a write against its
+        own project's memories costs that project's rows, not the whole store's (a single query
+        read all 77 MB of a 50,000-row store)."""
+        with self._reading() as (db, snap):
+            if not snap.live or len(vectors) == 0:
+                return [[] for _ in range(len(vectors))]
+            queries = _query_rows(vectors, snap, self.path)
+            rows = np.flatnonzero(snap.alive if where is None else snap.alive & self._matching(db, snap, where))
+        if not len(rows):
             return [[] for _ in range(len(vectors))]
-        queries = _query_rows(vectors, snap, self.path)
+        matrix = snap.matrix if where is None else snap.matrix[rows]  # rows ascending: ties still go by row
         found: list[list[tuple[str, float]]] = []
         for start in range(0, len(queries), _QUERY_BLOCK):
-            scores = queries[start:start + _QUERY_BLOCK] @ snap.matrix.T
-            scores[:, ~snap.alive] = -np.inf
+            scores = queries[start:start + _QUERY_BLOCK] @ matrix.T
+            if where is None:
+                scores[:, ~snap.alive] = -np.inf
             for row in scores:
-                top = _best(row, min(n, snap.live))
-                found.append([(snap.ids[r], float(row[r])) for r in top])  # type: ignore[misc]
+                top = _best(row, min(n, len(rows)))
+                found.append([(snap.ids[r], float(row[k])) for k, r in  # type: ignore[misc]
+                              zip(top, top if where is None else rows[top])])
         return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -224,6 +240,8 @@ class FlatStore:
     def _matching(self, db: sqlite3.Connection | None, snap: _Snapshot, where: dict[str, Any]) -> np.ndarray:
         """Returns the rows whose metadata match a Chroma-style `where`: {key: value}, {key: {"$eq"|"$in": …}}."""
         clauses, args = [], []
+        if set(where) == {"$and"}:  # Chroma's spelling of several conditions: the same as one dict of them
+            where = {k: v for part in where["$and"] for k, v in part.items()}
         for key, wanted in where.items():
             if not re.fullmatch(r"\w+", key):
                 raise ValueError(f"unsupported where key: {key!r}")

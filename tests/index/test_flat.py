@@ -60,6 +60,38 @@ def test_where_filters_on_metadata(tmp_path: Path) -> None:
         {f"v{k}" for k in range(50) if k % 5 in (1, 2)}
 
 
+def test_query_many_with_where_scores_only_the_matching_rows(tmp_path: Path) -> None:
+    store = FlatStore(tmp_path, "c")
+    vectors = unit_rows(120)
+    fill(store, vectors)
+    store.add(["v7"], unit_rows(1, seed=8), ["moved"], [{"project": "a", "kind": "failure"}])  # a dead row behind it
+    queries = unit_rows(5, seed=4)
+    for where in ({"project": "a"}, {"$and": [{"project": "a"}, {"kind": "failure"}]}, {"project": "none"}):
+        many = fresh_read(tmp_path).query_many(queries, 6, where)
+        single = [store.query(q, 6, where) for q in queries]
+        assert [[i for i, _ in row] for row in many] == [[h.id for h in hits] for hits in single]
+        assert np.allclose([[c for _, c in row] for row in many], [[h.cosine for h in hits] for hits in single])
+    assert [i for i, _ in store.query_many(queries[:1], 6, {"$and": [{"project": "a"}, {"kind": "failure"}]})[0]] == ["v7"]
+    assert all(int(i[1:]) % 2 for row in store.query_many(queries, 6, {"project": "a"}) for i, _ in row)
+
+
+def test_a_store_made_before_the_project_kind_index_reads_the_same_and_gains_it_on_a_write(tmp_path: Path) -> None:
+    store = FlatStore(tmp_path, "c")
+    fill(store, unit_rows(40))
+    store.close()
+    with sqlite3.connect(flat.store_path(tmp_path, "c")) as db:
+        db.execute("DROP INDEX items_project_kind")  # as an older version left the store
+    queries, where = unit_rows(3, seed=2), {"$and": [{"project": "a"}, {"kind": "memory"}]}
+    store.add(["v1", "v3"], unit_rows(2, seed=6), ["one", "three"], [{"project": "a", "kind": "memory"}] * 2)
+    before = fresh_read(tmp_path).query_many(queries, 5, {"project": "a"})
+    assert [i for i, _ in fresh_read(tmp_path).query_many(queries, 5, where)[0]] and before
+    with sqlite3.connect(flat.store_path(tmp_path, "c")) as db:
+        plan = " ".join(str(r) for r in db.execute(
+            "EXPLAIN QUERY PLAN SELECT row FROM items WHERE json_extract(metadata, '$.project') IN (?) "
+            "AND json_extract(metadata, '$.kind') IN (?)", ["a", "memory"]))
+    assert "INDEX items_project_kind" in plan  # the write recreated it
+
+
 def test_query_many_matches_query_and_vectors_round_trip(tmp_path: Path) -> None:
     store = FlatStore(tmp_path, "c")
     vectors = unit_rows(120)
