@@ -222,6 +222,30 @@ def test_a_reader_sees_each_commit_and_own_writes_keep_its_snapshot_right(tmp_pa
     assert "v3" not in incremental[0] and reader.count() == 39
 
 
+def test_own_appends_are_read_from_memory_until_the_tail_is_long(tmp_path: Path, monkeypatch) -> None:
+    """Mapping the row file again after every write made the next read fault in each page it
+    touched; the writer keeps its appended rows in memory instead, with the same answers."""
+    monkeypatch.setattr(flat, "TAIL_MAX", 6)
+    writer, vectors, where = FlatStore(tmp_path, "c"), unit_rows(60), {"project": "a"}
+    fill(writer, vectors[:40])
+    writer.query_many(vectors[:1], 3, where)
+    mapped = flat._SEEN[str(writer.path)].mapped
+    writer.add(["n1", "n2"], vectors[40:42], ["one", "two"], [{"project": "a"}] * 2)
+    writer.add(["v1", "n3"], vectors[42:44], ["moved", "three"], [{"project": "a"}] * 2)  # v1 overwritten
+    snap = flat._SEEN[str(writer.path)]
+    assert snap.mapped is mapped and len(snap.tail) == 4
+    own = (writer.query_many(vectors[38:44], 4, where), writer.vectors(["n2", "v1", "v3"]))
+    fresh = fresh_read(tmp_path)
+    assert own[0] == fresh.query_many(vectors[38:44], 4, where)
+    assert all(np.array_equal(own[1][i], v) for i, v in fresh.vectors(["n2", "v1", "v3"]).items())
+    writer = FlatStore(tmp_path, "c")
+    writer.query_many(vectors[:1], 3, where)
+    writer.add([f"m{k}" for k in range(7)], vectors[44:51], ["m"] * 7, [{"project": "b"}] * 7)  # past TAIL_MAX
+    assert len(flat._SEEN[str(writer.path)].tail) == 0
+    writer.add(["m9"], vectors[51:52], ["m"], [{"project": "b"}])
+    assert writer.query_many(vectors[40:52], 5) == fresh_read(tmp_path).query_many(vectors[40:52], 5)  # a full scan
+
+
 def test_a_damaged_store_reads_as_empty_and_reset_rebuilds_it(tmp_path: Path) -> None:
     store = FlatStore(tmp_path, "c")
     fill(store, unit_rows(5))
