@@ -91,18 +91,19 @@ class _Snapshot:
     ids: list[str | None] = field(default_factory=list)  # per row; None for a dead row
     alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     row_of: dict[str, int] = field(default_factory=dict)
+    masks: dict[str, tuple[list[tuple[str, list[Any]]], np.ndarray]] = field(default_factory=dict)  # see _matching
 
     @property
     def live(self) -> int:
         return len(self.row_of)
 
-    def scores(self, queries: np.ndarray, folder: Path) -> np.ndarray:
-        """Returns the cosine of each query (rows of unit `queries`) with every row, in one product
-        over the mapped file (mapped again first if there is a tail): the same floats a fresh read gets."""
+    def whole(self, folder: Path) -> np.ndarray:
+        """Returns every row as one matrix, the file mapped again first if there is a tail: a full
+        scan then computes the same floats a fresh read does."""
         if len(self.tail):
             self.mapped = _map(folder / self.file, len(self.ids), self.dim)  # before the tail goes: see take
             self.tail = np.zeros((0, self.dim), dtype=np.float32)
-        return queries @ self.mapped.T
+        return self.mapped
 
     def take(self, rows: np.ndarray) -> np.ndarray:
         """Returns the vectors of `rows` (ascending), as one matrix."""
@@ -131,7 +132,8 @@ class FlatStore:
         self._folder = self.path.parent
         self._db: sqlite3.Connection | None = None
         self._writable = False
-        self._appended: tuple[int, np.ndarray] | None = None  # (first row, rows) of the write in progress
+        # (first row, vectors, metadatas) of the rows the write in progress appends
+        self._appended: tuple[int, np.ndarray, list[dict[str, Any]]] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -147,7 +149,7 @@ class FlatStore:
         with self._reading() as (db, snap):
             if n <= 0 or not snap.live:
                 return []
-            scores = snap.scores(_query_rows(vector[None, :], snap, self.path), self._folder)[0]
+            scores = snap.whole(self._folder) @ _query_rows(vector[None, :], snap, self.path)[0]
             allowed = snap.alive if where is None else snap.alive & self._matching(db, snap, where)
             candidates = np.flatnonzero(allowed)
             rows = candidates[_best(scores[candidates], n)]
@@ -171,11 +173,11 @@ class FlatStore:
             rows = np.flatnonzero(snap.alive if where is None else snap.alive & self._matching(db, snap, where))
         if not len(rows):
             return [[] for _ in range(len(vectors))]
-        matrix = None if where is None else snap.take(rows)  # rows ascending: ties still go by row
+        matrix = snap.whole(self._folder) if where is None else snap.take(rows)  # rows ascending: ties go by row
         found: list[list[tuple[str, float]]] = []
         for start in range(0, len(queries), _QUERY_BLOCK):
-            block = queries[start:start + _QUERY_BLOCK]
-            scores = snap.scores(block, self._folder) if matrix is None else block @ matrix.T
+            # (rows × queries)ᵀ: the same floats as queries @ matrix.T, several times faster for few queries
+            scores = (matrix @ queries[start:start + _QUERY_BLOCK].T).T
             if where is None:
                 scores[:, ~snap.alive] = -np.inf
             for row in scores:
@@ -263,26 +265,20 @@ class FlatStore:
         return snap
 
     def _matching(self, db: sqlite3.Connection | None, snap: _Snapshot, where: dict[str, Any]) -> np.ndarray:
-        """Returns the rows whose metadata match a Chroma-style `where`: {key: value}, {key: {"$eq"|"$in": …}}."""
-        clauses, args = [], []
-        if set(where) == {"$and"}:  # Chroma's spelling of several conditions: the same as one dict of them
-            where = {k: v for part in where["$and"] for k, v in part.items()}
-        for key, wanted in where.items():
-            if not re.fullmatch(r"\w+", key):
-                raise ValueError(f"unsupported where key: {key!r}")
-            if isinstance(wanted, dict):
-                (op, value), = wanted.items()
-                values = list(value) if op == "$in" else [value] if op == "$eq" else None
-                if values is None:
-                    raise ValueError(f"unsupported where operator: {op}")
-            else:
-                values = [wanted]
-            clauses.append(f"json_extract(metadata, '$.{key}') IN ({','.join('?' * len(values))})")
-            args += values
+        """Returns the rows whose metadata match a Chroma-style `where`: {key: value}, {key: {"$eq"|"$in": …}},
+        {"$and": [...]}. A where on text values is kept with the snapshot and extended by this
+        process's own writes (selecting a project's 2,500 rows again took 4 ms per write at 50k)."""
+        clauses = _clauses(where)
+        key = repr(clauses)
+        if key in snap.masks:
+            return snap.masks[key][1]
         mask = np.zeros(len(snap.ids), dtype=bool)
         assert db is not None
-        rows = [r for (r,) in db.execute(f"SELECT row FROM items WHERE {' AND '.join(clauses)}", args)]
+        sql = " AND ".join(f"json_extract(metadata, '$.{k}') IN ({','.join('?' * len(v))})" for k, v in clauses)
+        rows = [r for (r,) in db.execute(f"SELECT row FROM items WHERE {sql}", [x for _, v in clauses for x in v])]
         mask[rows] = True
+        if all(isinstance(x, str) for _, v in clauses for x in v):  # json_extract and Python agree on text
+            snap.masks[key] = (clauses, mask)
         return mask
 
     # -- writing (the caller holds the writer lock) ---------------------------------------------
@@ -305,7 +301,7 @@ class FlatStore:
             rows = int(state["rows"])
             replaced = sum(1 for _ in _select(db, "id", [i for i, _, _ in items]))  # their old rows die
             _append(self._folder / str(state["file"]), rows * dim * 4, unit)
-            self._appended = (rows, unit)
+            self._appended = (rows, unit, [metadatas[k] for k in keep])
             db.executemany("INSERT INTO items (id, row, document, metadata) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
                            "DO UPDATE SET row = excluded.row, document = excluded.document, metadata = excluded.metadata",
                            [(i, rows + k, d, m) for k, (i, d, m) in enumerate(items)])
@@ -439,6 +435,10 @@ class FlatStore:
         seen.key, seen.dim = (str(after["uid"]), int(after["generation"])), dim
         appended, self._appended = self._appended, None
         have = len(seen.mapped) + len(seen.tail)
+        if rows != have and appended is not None and appended[0] == have and have + len(appended[1]) == rows:
+            seen.masks = {k: (c, _extended(c, m, rows, have, appended[2])) for k, (c, m) in seen.masks.items()}
+        elif rows != have:
+            seen.masks = {}
         if rows != have:
             if (appended is None or appended[0] != have or have + len(appended[1]) != rows or not len(seen.mapped)
                     or seen.mapped.shape[1] != dim or len(seen.tail) + len(appended[1]) > TAIL_MAX):
@@ -468,6 +468,34 @@ class FlatStore:
     def _row_files(self) -> list[Path]:
         pattern = re.compile(rf"{re.escape(self.name)}\.\d+\.f32")
         return [p for p in self._folder.glob(f"{self.name}.*.f32") if pattern.fullmatch(p.name)]
+
+
+def _clauses(where: dict[str, Any]) -> list[tuple[str, list[Any]]]:
+    """Returns a where as (metadata key, accepted values) pairs, all of which must hold."""
+    if set(where) == {"$and"}:  # Chroma's spelling of several conditions: the same as one dict of them
+        where = {k: v for part in where["$and"] for k, v in part.items()}
+    clauses = []
+    for key, wanted in sorted(where.items()):
+        if not re.fullmatch(r"\w+", key):
+            raise ValueError(f"unsupported where key: {key!r}")
+        if isinstance(wanted, dict):
+            (op, value), = wanted.items()
+            values = list(value) if op == "$in" else [value] if op == "$eq" else None
+            if values is None:
+                raise ValueError(f"unsupported where operator: {op}")
+        else:
+            values = [wanted]
+        clauses.append((key, values))
+    return clauses
+
+
+def _extended(clauses: list[tuple[str, list[Any]]], mask: np.ndarray, rows: int, first: int,
+              metadatas: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Returns a cached `_matching` mask grown to `rows`, the rows from `first` on matched in Python."""
+    grown = np.zeros(rows, dtype=bool)
+    grown[:len(mask)] = mask
+    grown[first:first + len(metadatas)] = [all(m.get(k) in v for k, v in clauses) for m in metadatas]
+    return grown
 
 
 def _state(db: sqlite3.Connection) -> dict[str, Any]:

@@ -234,6 +234,7 @@ def test_own_appends_are_read_from_memory_until_the_tail_is_long(tmp_path: Path,
     writer.add(["v1", "n3"], vectors[42:44], ["moved", "three"], [{"project": "a"}] * 2)  # v1 overwritten
     snap = flat._SEEN[str(writer.path)]
     assert snap.mapped is mapped and len(snap.tail) == 4
+    assert [len(m) for _, m in snap.masks.values()] == [44]  # the project's rows, extended by the writes
     own = (writer.query_many(vectors[38:44], 4, where), writer.vectors(["n2", "v1", "v3"]))
     fresh = fresh_read(tmp_path)
     assert own[0] == fresh.query_many(vectors[38:44], 4, where)
