@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from compiler.events.journal import MemoryEvent, append_events, journal_view, read_journal
+from compiler.events.journal import (
+    MemoryEvent,
+    append_events,
+    journal_view,
+    read_journal,
+)
 from compiler.memory.snapshot import Joined, read_events
 
 
