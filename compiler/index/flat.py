@@ -51,6 +51,7 @@ _QUERY_BLOCK = 256  # query rows scored at once: 256 × 50,000 × 4 bytes = 51 M
 _SQL_BATCH = 500  # SQLite caps the variables of one statement
 _STATE_KEYS = ("uid", "generation", "rows", "dead", "dim", "file", "mirror_all")
 _BUSY_SECONDS = 60.0
+TAIL_MAX = 4096  # rows a process keeps in memory after its own appends before it maps the file again
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value);
@@ -59,7 +60,11 @@ CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, row INTEGER NOT NULL, doc
 CREATE TABLE IF NOT EXISTS unmirrored (id TEXT PRIMARY KEY);
 CREATE INDEX IF NOT EXISTS items_path ON items (json_extract(metadata, '$.path'), id);
 CREATE INDEX IF NOT EXISTS items_project ON items (json_extract(metadata, '$.project'), row);
-"""  # the two indexes (covering): what compile deletes by (a note's sections) and recall filters on (a project)
+CREATE INDEX IF NOT EXISTS items_project_kind ON items (json_extract(metadata, '$.project'),
+                                                        json_extract(metadata, '$.kind'), row);
+"""  # the indexes (covering): what compile deletes by (a note's sections), recall filters on (a project)
+# and a write resolves against (its project and kind). A store made before one of them gets it on
+# its next write; until then a read of it filters the slow way, with the same answer.
 
 
 def store_path(cache_dir: Path, name: str) -> Path:
@@ -79,14 +84,37 @@ class _Snapshot:
     key: tuple[str, int] = ("", -1)  # (the store's identity, generation)
     file: str = ""
     dim: int = 0
-    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    mapped: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))  # the first rows
+    # The rows this process appended since it mapped the file, kept in memory: mapping the file
+    # again on every write made the next read fault in every page it touched (12 ms for one
+    # project's 2,500 rows of a 50,000-row store). Mapped again once the tail grows (TAIL_MAX).
+    tail: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     ids: list[str | None] = field(default_factory=list)  # per row; None for a dead row
     alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     row_of: dict[str, int] = field(default_factory=dict)
+    masks: dict[str, tuple[list[tuple[str, list[Any]]], np.ndarray]] = field(default_factory=dict)  # see _matching
 
     @property
     def live(self) -> int:
         return len(self.row_of)
+
+    def whole(self, folder: Path) -> np.ndarray:
+        """Returns every row as one matrix, the file mapped again first if there is a tail: a full
+        scan then computes the same floats a fresh read does."""
+        if len(self.tail):
+            self.mapped = _map(folder / self.file, len(self.ids), self.dim)  # before the tail goes: see take
+            self.tail = np.zeros((0, self.dim), dtype=np.float32)
+        return self.mapped
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Returns the vectors of `rows` (ascending), as one matrix."""
+        split = int(np.searchsorted(rows, len(self.mapped)))
+        if split == len(rows):
+            return self.mapped[rows]
+        return np.vstack([self.mapped[rows[:split]], self.tail[rows[split:] - len(self.mapped)]])
+
+    def row(self, row: int) -> np.ndarray:
+        return np.array(self.mapped[row] if row < len(self.mapped) else self.tail[row - len(self.mapped)])
 
 
 _EMPTY = _Snapshot()
@@ -105,6 +133,8 @@ class FlatStore:
         self._folder = self.path.parent
         self._db: sqlite3.Connection | None = None
         self._writable = False
+        # (first row, vectors, metadatas) of the rows the write in progress appends
+        self._appended: tuple[int, np.ndarray, list[dict[str, Any]]] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -124,36 +154,52 @@ class FlatStore:
             if where is None:
                 candidates = np.flatnonzero(snap.alive)
                 with one_thread():
-                    scores = (snap.matrix @ query)[candidates]
+                    scores = (snap.whole(self._folder) @ query)[candidates]
             else:  # only the matching rows are read and scored: a project is a 20th of the store
                 candidates = np.flatnonzero(snap.alive & self._matching(db, snap, where))
                 with one_thread():
-                    scores = snap.matrix[candidates] @ query
+                    scores = snap.take(candidates) @ query
             best = _best(scores, n)
             ids = [snap.ids[r] for r in candidates[best]]
             found = {i: (d, m) for i, d, m in _select(db, "id, document, metadata", ids)}
         return [VectorHit(i, float(c), json.loads(found[i][1]), found[i][0])  # type: ignore[index]
                 for i, c in zip(ids, scores[best]) if i in found]
 
-    def query_many(self, vectors: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
-        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine), best first."""
-        snap = self._snapshot()
-        if not snap.live or len(vectors) == 0:
+    def query_many(self, vectors: np.ndarray, n: int, where: dict[str, Any] | None = None
+                   ) -> list[list[tuple[str, float]]]:
+        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine) of the rows matching
+        `where` (all rows without it), best first.
+
+        With `where`, only the matching rows are read and scored: resolving a write against its
+        own project's memories costs that project's rows, not the whole store's (a single query
+        read all 77 MB of a 50,000-row store)."""
+        with self._reading() as (db, snap):
+            if not snap.live or len(vectors) == 0:
+                return [[] for _ in range(len(vectors))]
+            queries = _query_rows(vectors, snap, self.path)
+            rows = np.flatnonzero(snap.alive if where is None else snap.alive & self._matching(db, snap, where))
+        if not len(rows):
             return [[] for _ in range(len(vectors))]
-        queries = _query_rows(vectors, snap, self.path)
+        matrix = snap.whole(self._folder) if where is None else snap.take(rows)  # rows ascending: ties go by row
         found: list[list[tuple[str, float]]] = []
         for start in range(0, len(queries), _QUERY_BLOCK):
-            scores = queries[start:start + _QUERY_BLOCK] @ snap.matrix.T
-            scores[:, ~snap.alive] = -np.inf
+            block = queries[start:start + _QUERY_BLOCK]
+            if where is None:
+                scores = block @ matrix.T
+                scores[:, ~snap.alive] = -np.inf
+            else:
+                with one_thread():  # a few rows: waking BLAS threads cost 10× the product on a busy machine
+                    scores = (matrix @ block.T).T
             for row in scores:
-                top = _best(row, min(n, snap.live))
-                found.append([(snap.ids[r], float(row[r])) for r in top])  # type: ignore[misc]
+                top = _best(row, min(n, len(rows)))
+                found.append([(snap.ids[r], float(row[k])) for k, r in  # type: ignore[misc]
+                              zip(top, top if where is None else rows[top])])
         return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Returns the stored (unit) vector of each known id."""
         snap = self._snapshot()
-        return {i: np.array(snap.matrix[snap.row_of[i]]) for i in ids if i in snap.row_of}
+        return {i: snap.row(snap.row_of[i]) for i in ids if i in snap.row_of}
 
     def ids(self) -> list[str]:
         return sorted(self._snapshot().row_of)
@@ -161,7 +207,7 @@ class FlatStore:
     def records(self, ids: Sequence[str]) -> dict[str, tuple[np.ndarray, str, dict[str, Any]]]:
         """Returns (vector, document, metadata) of each known id: what a mirror copies."""
         with self._reading() as (db, snap):
-            return {i: (np.array(snap.matrix[snap.row_of[i]]), d, json.loads(m))
+            return {i: (snap.row(snap.row_of[i]), d, json.loads(m))
                     for i, d, m in _select(db, "id, document, metadata", ids) if i in snap.row_of}
 
     def unmirrored(self) -> tuple[bool, list[str]]:
@@ -222,31 +268,27 @@ class FlatStore:
         ids: list[str | None] = [None] * rows
         for row, item in db.execute("SELECT row, id FROM items"):
             ids[row] = item
-        snap = _Snapshot(key, file, dim, _map(self._folder / file, rows, dim), ids)
+        snap = _Snapshot(key, file, dim, _map(self._folder / file, rows, dim), np.zeros((0, dim), np.float32), ids)
         snap.alive = np.array([i is not None for i in ids], dtype=bool)
         snap.row_of = {i: r for r, i in enumerate(ids) if i is not None}
         _SEEN[str(self.path)] = snap
         return snap
 
     def _matching(self, db: sqlite3.Connection | None, snap: _Snapshot, where: dict[str, Any]) -> np.ndarray:
-        """Returns the rows whose metadata match a Chroma-style `where`: {key: value}, {key: {"$eq"|"$in": …}}."""
-        clauses, args = [], []
-        for key, wanted in where.items():
-            if not re.fullmatch(r"\w+", key):
-                raise ValueError(f"unsupported where key: {key!r}")
-            if isinstance(wanted, dict):
-                (op, value), = wanted.items()
-                values = list(value) if op == "$in" else [value] if op == "$eq" else None
-                if values is None:
-                    raise ValueError(f"unsupported where operator: {op}")
-            else:
-                values = [wanted]
-            clauses.append(f"json_extract(metadata, '$.{key}') IN ({','.join('?' * len(values))})")
-            args += values
+        """Returns the rows whose metadata match a Chroma-style `where`: {key: value}, {key: {"$eq"|"$in": …}},
+        {"$and": [...]}. A where on text values is kept with the snapshot and extended by this
+        process's own writes (selecting a project's 2,500 rows again took 4 ms per write at 50k)."""
+        clauses = _clauses(where)
+        key = repr(clauses)
+        if key in snap.masks:
+            return snap.masks[key][1]
         mask = np.zeros(len(snap.ids), dtype=bool)
         assert db is not None
-        rows = [r for (r,) in db.execute(f"SELECT row FROM items WHERE {' AND '.join(clauses)}", args)]
+        sql = " AND ".join(f"json_extract(metadata, '$.{k}') IN ({','.join('?' * len(v))})" for k, v in clauses)
+        rows = [r for (r,) in db.execute(f"SELECT row FROM items WHERE {sql}", [x for _, v in clauses for x in v])]
         mask[rows] = True
+        if all(isinstance(x, str) for _, v in clauses for x in v):  # json_extract and Python agree on text
+            snap.masks[key] = (clauses, mask)
         return mask
 
     # -- writing (the caller holds the writer lock) ---------------------------------------------
@@ -269,6 +311,7 @@ class FlatStore:
             rows = int(state["rows"])
             replaced = sum(1 for _ in _select(db, "id", [i for i, _, _ in items]))  # their old rows die
             _append(self._folder / str(state["file"]), rows * dim * 4, unit)
+            self._appended = (rows, unit, [metadatas[k] for k in keep])
             db.executemany("INSERT INTO items (id, row, document, metadata) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
                            "DO UPDATE SET row = excluded.row, document = excluded.document, metadata = excluded.metadata",
                            [(i, rows + k, d, m) for k, (i, d, m) in enumerate(items)])
@@ -358,6 +401,7 @@ class FlatStore:
         live ones, commits, then unlinks the row files no longer named."""
         db = self._writer()
         changes: dict[str, int | None] = {}
+        self._appended = None
         with full_disk_guard(self.path, "the vector index", needed=needed, after=DERIVED):
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -399,7 +443,18 @@ class FlatStore:
             if row is not None:
                 seen.ids[row], seen.alive[row], seen.row_of[item] = item, True, row
         seen.key, seen.dim = (str(after["uid"]), int(after["generation"])), dim
-        seen.matrix = _map(self._folder / seen.file, rows, dim) if rows != len(seen.matrix) else seen.matrix
+        appended, self._appended = self._appended, None
+        have = len(seen.mapped) + len(seen.tail)
+        if rows != have and appended is not None and appended[0] == have and have + len(appended[1]) == rows:
+            seen.masks = {k: (c, _extended(c, m, rows, have, appended[2])) for k, (c, m) in seen.masks.items()}
+        elif rows != have:
+            seen.masks = {}
+        if rows != have:
+            if (appended is None or appended[0] != have or have + len(appended[1]) != rows or not len(seen.mapped)
+                    or seen.mapped.shape[1] != dim or len(seen.tail) + len(appended[1]) > TAIL_MAX):
+                seen.mapped, seen.tail = _map(self._folder / seen.file, rows, dim), np.zeros((0, dim), np.float32)
+            else:
+                seen.tail = _grown(seen.tail, appended[1])
         _SEEN[key] = seen
 
     def _compact_if_due(self, db: sqlite3.Connection) -> None:
@@ -423,6 +478,34 @@ class FlatStore:
     def _row_files(self) -> list[Path]:
         pattern = re.compile(rf"{re.escape(self.name)}\.\d+\.f32")
         return [p for p in self._folder.glob(f"{self.name}.*.f32") if pattern.fullmatch(p.name)]
+
+
+def _clauses(where: dict[str, Any]) -> list[tuple[str, list[Any]]]:
+    """Returns a where as (metadata key, accepted values) pairs, all of which must hold."""
+    if set(where) == {"$and"}:  # Chroma's spelling of several conditions: the same as one dict of them
+        where = {k: v for part in where["$and"] for k, v in part.items()}
+    clauses = []
+    for key, wanted in sorted(where.items()):
+        if not re.fullmatch(r"\w+", key):
+            raise ValueError(f"unsupported where key: {key!r}")
+        if isinstance(wanted, dict):
+            (op, value), = wanted.items()
+            values = list(value) if op == "$in" else [value] if op == "$eq" else None
+            if values is None:
+                raise ValueError(f"unsupported where operator: {op}")
+        else:
+            values = [wanted]
+        clauses.append((key, values))
+    return clauses
+
+
+def _extended(clauses: list[tuple[str, list[Any]]], mask: np.ndarray, rows: int, first: int,
+              metadatas: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Returns a cached `_matching` mask grown to `rows`, the rows from `first` on matched in Python."""
+    grown = np.zeros(rows, dtype=bool)
+    grown[:len(mask)] = mask
+    grown[first:first + len(metadatas)] = [all(m.get(k) in v for k, v in clauses) for m in metadatas]
+    return grown
 
 
 def _state(db: sqlite3.Connection) -> dict[str, Any]:
@@ -477,6 +560,19 @@ def _fsync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _grown(tail: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Returns `tail` with `rows` after it, in a buffer with room to spare (amortised O(rows) per
+    append): a view, so older views of the tail keep seeing exactly their own rows."""
+    base = tail.base if tail.base is not None and tail.base.ndim == 2 else tail
+    end = len(tail) + len(rows)
+    if base is tail or len(base) < end or base.shape[1] != rows.shape[1]:
+        bigger = np.empty((max(2 * end, 256), rows.shape[1]), dtype=np.float32)
+        bigger[:len(tail)] = tail
+        base = bigger
+    base[len(tail):end] = rows
+    return base[:end]
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -190,15 +190,16 @@ class VectorStore:
                 for i, d, m, doc in zip(result["ids"][0], result["distances"][0],
                                         result["metadatas"][0], result["documents"][0])]
 
-    def query_many(self, vectors: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
-        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine), best first."""
+    def query_many(self, vectors: np.ndarray, n: int, where: dict[str, Any] | None = None
+                   ) -> list[list[tuple[str, float]]]:
+        """Returns, for each row of `vectors`, up to `n` nearest (id, cosine) of those matching `where`, best first."""
         total = self.count()
         if total == 0 or len(vectors) == 0:
             return [[] for _ in range(len(vectors))]
         found: list[list[tuple[str, float]]] = []
         for start in range(0, len(vectors), _QUERY_BATCH):  # bounded requests at any scale
             result = self._collection.query(query_embeddings=vectors[start:start + _QUERY_BATCH].tolist(),
-                                            n_results=min(n, total), include=["distances"])
+                                            n_results=min(n, total), where=where, include=["distances"])
             found += [[(i, 1.0 - float(d)) for i, d in zip(ids, dists)]
                       for ids, dists in zip(result["ids"], result["distances"])]
         return found

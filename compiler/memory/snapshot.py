@@ -12,15 +12,16 @@ stay the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from compiler.core.errors import BuildWarning, NotFoundError
-from compiler.events.journal import MemoryEvent, read_journal
+from compiler.events.journal import MemoryEvent, journal_view
 from compiler.memory.index import conversation_neighbours
 from compiler.memory.model import IncrementalFold, Lookups, Observation, association_graph, unarchived
 
@@ -32,7 +33,7 @@ class EventSet:
     """Every memory event a vault knows at one read — every chunk's, then the journal's — and the
     warnings of the readers (quarantined chunk records, a chunk listed but missing, corrupt lines)."""
 
-    events: tuple[MemoryEvent, ...] = ()
+    events: Sequence[MemoryEvent] = ()  # read-only: the chunks' events, then the journal's (`Joined`)
     warnings: tuple[BuildWarning, ...] = ()
 
     @property
@@ -52,8 +53,33 @@ def read_events(engram_dir: Path) -> EventSet:
     from compiler.events.store import read_chunk_events
 
     chunked, chunk_warnings = read_chunk_events(engram_dir)
-    journal, warnings = read_journal(engram_dir)
-    return EventSet(tuple(chunked + journal), tuple(chunk_warnings + warnings))
+    journal, warnings = journal_view(engram_dir)
+    return EventSet(Joined(chunked, journal), tuple(chunk_warnings + warnings))
+
+
+class Joined(Sequence[MemoryEvent]):
+    """Two sequences read as one, without copying them (every memory read copied every event)."""
+
+    def __init__(self, first: Sequence[MemoryEvent], second: Sequence[MemoryEvent]) -> None:
+        self._first, self._second = first, second
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self._second)
+
+    def __getitem__(self, index: Any) -> Any:
+        split, total = len(self._first), len(self)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(total)
+            if step != 1:
+                return [self[k] for k in range(start, stop, step)]
+            return [*self._first[start:min(stop, split)], *self._second[max(start - split, 0):max(stop - split, 0)]]
+        if not -total <= index < total:
+            raise IndexError(index)
+        index %= total
+        return self._first[index] if index < split else self._second[index - split]
+
+    def __iter__(self) -> Iterator[MemoryEvent]:
+        return chain(self._first, self._second)
 
 
 class Memories:

@@ -31,7 +31,7 @@ from compiler.memory.resolve import Decision, decide
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
 
 IMPORT_BATCH = 256
-NEAREST = 30  # each write is resolved against this many nearest indexed memories
+NEAREST = 30  # each write is resolved against this many nearest indexed memories of its project and kind
 
 
 def write_memories(vault: VaultMemory, items: Sequence[MemoryInput], progress: Progress = no_progress) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def resolve_batch(vault: VaultMemory, batch: Sequence[MemoryInput], vectors: np.
     """Resolves a batch in order, each item against its nearest indexed memories and the items
     before it, folding each event into `state` and `lookups`. Returns the events and one answer per item."""
     at = format_time(vault.now())
-    found = vault.index().vectors.query_many(vectors, NEAREST)
+    found = nearest_indexed(vault, batch, vectors)
     written = _Written(state, lookups)
     events: list[MemoryEvent] = []
     answers: list[dict[str, Any]] = []
@@ -114,6 +114,25 @@ def resolve_batch(vault: VaultMemory, batch: Sequence[MemoryInput], vectors: np.
         events.append(event)
         answers.append(answer(decision, written.apply(event, item, vectors[row]), vault.now()))
     return events, answers
+
+
+def nearest_indexed(vault: VaultMemory, batch: Sequence[MemoryInput], vectors: np.ndarray
+                    ) -> list[list[tuple[str, float]]]:
+    """Returns, per item, its NEAREST indexed memories of its own project and kind (id, cosine).
+
+    Resolve only ever folds an item into a memory of its project and kind, so only those rows
+    are searched: the cost of a write is its project's size, not the store's. (Searching the
+    whole store and filtering after also let 30 closer memories of other projects crowd out
+    the item's own duplicate.)"""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for row, item in enumerate(batch):
+        groups.setdefault((item.project, item.kind), []).append(row)
+    found: list[list[tuple[str, float]]] = [[] for _ in batch]
+    for (project, kind), rows in groups.items():
+        where = {"$and": [{"project": project}, {"kind": kind}]}
+        for row, hits in zip(rows, vault.index().vectors.query_many(vectors[rows], NEAREST, where)):
+            found[row] = hits
+    return found
 
 
 class _Written:

@@ -106,7 +106,13 @@ def test_memories_on_a_chroma_server(vault, chroma_url, make_vault):
         saved = store_memory(memory, MemoryInput(content="The payments API rate limit is 100 requests per second",
                                                  project="payments"))
         hits = recall(memory, "how many requests per second can payments take?", 3, project="payments")
+        # Resolve asks the server for the nearest of the item's own project and kind (a `$and` where).
+        again = store_memory(memory, MemoryInput(content="The payments API rate limit is 100 requests per second",
+                                                 project="payments"))
+        elsewhere = store_memory(memory, MemoryInput(content="The payments API rate limit is 100 requests per second",
+                                                     project="billing"))
     assert hits[0]["id"] == saved["id"]
+    assert (again["action"], again["id"], elsewhere["action"]) == ("reinforced", saved["id"], "new")
 
     # A second vault on the same server gets its own collections: neither clobbers the other.
     other = make_vault({".obsidian/app.json": "{}", "Only.md": "# Only\n\nA lone note about kayaks.\n"})

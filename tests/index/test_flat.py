@@ -60,6 +60,38 @@ def test_where_filters_on_metadata(tmp_path: Path) -> None:
         {f"v{k}" for k in range(50) if k % 5 in (1, 2)}
 
 
+def test_query_many_with_where_scores_only_the_matching_rows(tmp_path: Path) -> None:
+    store = FlatStore(tmp_path, "c")
+    vectors = unit_rows(120)
+    fill(store, vectors)
+    store.add(["v7"], unit_rows(1, seed=8), ["moved"], [{"project": "a", "kind": "failure"}])  # a dead row behind it
+    queries = unit_rows(5, seed=4)
+    for where in ({"project": "a"}, {"$and": [{"project": "a"}, {"kind": "failure"}]}, {"project": "none"}):
+        many = fresh_read(tmp_path).query_many(queries, 6, where)
+        single = [store.query(q, 6, where) for q in queries]
+        assert [[i for i, _ in row] for row in many] == [[h.id for h in hits] for hits in single]
+        assert np.allclose([[c for _, c in row] for row in many], [[h.cosine for h in hits] for hits in single])
+    assert [i for i, _ in store.query_many(queries[:1], 6, {"$and": [{"project": "a"}, {"kind": "failure"}]})[0]] == ["v7"]
+    assert all(int(i[1:]) % 2 for row in store.query_many(queries, 6, {"project": "a"}) for i, _ in row)
+
+
+def test_a_store_made_before_the_project_kind_index_reads_the_same_and_gains_it_on_a_write(tmp_path: Path) -> None:
+    store = FlatStore(tmp_path, "c")
+    fill(store, unit_rows(40))
+    store.close()
+    with sqlite3.connect(flat.store_path(tmp_path, "c")) as db:
+        db.execute("DROP INDEX items_project_kind")  # as an older version left the store
+    queries, where = unit_rows(3, seed=2), {"$and": [{"project": "a"}, {"kind": "memory"}]}
+    store.add(["v1", "v3"], unit_rows(2, seed=6), ["one", "three"], [{"project": "a", "kind": "memory"}] * 2)
+    before = fresh_read(tmp_path).query_many(queries, 5, {"project": "a"})
+    assert [i for i, _ in fresh_read(tmp_path).query_many(queries, 5, where)[0]] and before
+    with sqlite3.connect(flat.store_path(tmp_path, "c")) as db:
+        plan = " ".join(str(r) for r in db.execute(
+            "EXPLAIN QUERY PLAN SELECT row FROM items WHERE json_extract(metadata, '$.project') IN (?) "
+            "AND json_extract(metadata, '$.kind') IN (?)", ["a", "memory"]))
+    assert "INDEX items_project_kind" in plan  # the write recreated it
+
+
 def test_query_many_matches_query_and_vectors_round_trip(tmp_path: Path) -> None:
     store = FlatStore(tmp_path, "c")
     vectors = unit_rows(120)
@@ -188,6 +220,31 @@ def test_a_reader_sees_each_commit_and_own_writes_keep_its_snapshot_right(tmp_pa
     incremental = (reader.ids(), reader.query_many(vectors[:6], 5))
     assert incremental == (fresh_read(tmp_path).ids(), fresh_read(tmp_path).query_many(vectors[:6], 5))
     assert "v3" not in incremental[0] and reader.count() == 39
+
+
+def test_own_appends_are_read_from_memory_until_the_tail_is_long(tmp_path: Path, monkeypatch) -> None:
+    """Mapping the row file again after every write made the next read fault in each page it
+    touched; the writer keeps its appended rows in memory instead, with the same answers."""
+    monkeypatch.setattr(flat, "TAIL_MAX", 6)
+    writer, vectors, where = FlatStore(tmp_path, "c"), unit_rows(60), {"project": "a"}
+    fill(writer, vectors[:40])
+    writer.query_many(vectors[:1], 3, where)
+    mapped = flat._SEEN[str(writer.path)].mapped
+    writer.add(["n1", "n2"], vectors[40:42], ["one", "two"], [{"project": "a"}] * 2)
+    writer.add(["v1", "n3"], vectors[42:44], ["moved", "three"], [{"project": "a"}] * 2)  # v1 overwritten
+    snap = flat._SEEN[str(writer.path)]
+    assert snap.mapped is mapped and len(snap.tail) == 4
+    assert [len(m) for _, m in snap.masks.values()] == [44]  # the project's rows, extended by the writes
+    own = (writer.query_many(vectors[38:44], 4, where), writer.vectors(["n2", "v1", "v3"]))
+    fresh = fresh_read(tmp_path)
+    assert own[0] == fresh.query_many(vectors[38:44], 4, where)
+    assert all(np.array_equal(own[1][i], v) for i, v in fresh.vectors(["n2", "v1", "v3"]).items())
+    writer = FlatStore(tmp_path, "c")
+    writer.query_many(vectors[:1], 3, where)
+    writer.add([f"m{k}" for k in range(7)], vectors[44:51], ["m"] * 7, [{"project": "b"}] * 7)  # past TAIL_MAX
+    assert len(flat._SEEN[str(writer.path)].tail) == 0
+    writer.add(["m9"], vectors[51:52], ["m"], [{"project": "b"}])
+    assert writer.query_many(vectors[40:52], 5) == fresh_read(tmp_path).query_many(vectors[40:52], 5)  # a full scan
 
 
 def test_a_damaged_store_reads_as_empty_and_reset_rebuilds_it(tmp_path: Path) -> None:

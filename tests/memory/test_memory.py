@@ -101,6 +101,19 @@ def test_projects_do_not_resolve_into_each_other(vault, fake_embedder):
     assert (a["action"], b["action"]) == ("new", "new") and a["id"] != b["id"]
 
 
+def test_a_duplicate_is_found_behind_closer_memories_of_other_projects(vault, fake_embedder):
+    """The nearest memories are searched within the item's project and kind: 40 identical
+    statements in other projects (closer, or as close and older) must not hide its own."""
+    text = "Releases happen on Tuesdays after the freeze"
+    with open_memory(vault, fake_embedder) as memories:
+        write_memories(memories, [MemoryInput(text, project=f"team-{k:02d}") for k in range(40)])
+        own = store_memory(memories, MemoryInput(text, project="web"))
+        again = store_memory(memories, MemoryInput(text, project="web"))
+        failure = store_memory(memories, MemoryInput(text, project="web", kind="failure"))
+    assert (own["action"], again["action"], again["id"]) == ("new", "reinforced", own["id"])
+    assert failure["action"] == "new"  # another kind is never folded in
+
+
 def test_provenance_keeps_every_source(vault, fake_embedder):
     with open_memory(vault, fake_embedder) as memories:
         first = store_memory(memories, MemoryInput("Caroline went to the LGBTQ support group", project="c",
