@@ -153,7 +153,7 @@ def table(r: dict[str, Any], quick: bool) -> str:
              f"at end · {m['seconds']:.0f} s" + (" · QUICK: small sizes, not the targets'" if quick else "")]
     runs = r.get("runs") or {}
     if len({run["commit"] for run in runs.values()}) > 1:  # a partial rerun: say which code each figure measured
-        lines.append("  " + " · ".join(f"{name} at {run['commit']} (load {run['load_avg_start']})"
+        lines.append("  " + " · ".join(f"{name} at {run['commit']} (load {run.get('load_avg_start', 'not recorded')})"
                                        for name, run in sorted(runs.items())))
     lines.append(f"  {'figure':<52}{'measured':>16}   target")
     for label, value, show, target in rows(r):
