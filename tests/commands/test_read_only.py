@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -76,18 +77,24 @@ def run_json(*args: str) -> object:
     return json.loads(done.stdout)
 
 
+def loaded_modules(vault: Path, command: list[str], names: set[str]) -> tuple[list[str], object]:
+    """Runs `engram COMMAND --vault VAULT` in a new interpreter; returns which of `names` it
+    imported (sorted) and its exit code."""
+    probe = ("import sys; from compiler.cli.main import main\n"
+             "try: main([*sys.argv[3:], '--vault', sys.argv[1]])\n"
+             "except SystemExit as done: code = done.code\n"
+             "print(repr((sorted(set(sys.argv[2].split(',')) & set(sys.modules)), code)))")
+    result = subprocess.run([sys.executable, "-c", probe, str(vault), ",".join(sorted(names)), *command],
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    return ast.literal_eval(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("command", [["vsearch", "how to roll back"], ["query", "how to roll back"],
                                      ["recall", "--no-reinforce", "how to roll back"],
                                      ["memory", "add", "Rollbacks need a ticket."]])
 def test_vector_commands_import_neither_chromadb_nor_networkx(compiled: Path, command: list[str]) -> None:
-    probe = ("import sys; from compiler.cli.main import main\n"
-             "try: main([*sys.argv[2:], '--vault', sys.argv[1]])\n"
-             "except SystemExit as done: code = done.code\n"
-             "print(sorted({'chromadb', 'networkx'} & set(sys.modules)), code)")
-    result = subprocess.run([sys.executable, "-c", probe, str(compiled), *command], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
-    assert result.stdout.strip().splitlines()[-1] == "[] 0", result.stdout + result.stderr
+    assert loaded_modules(compiled, command, {"chromadb", "networkx"}) == ([], 0)
 
 
 @pytest.mark.integration
@@ -95,26 +102,14 @@ def test_vector_commands_import_neither_chromadb_nor_networkx(compiled: Path, co
 def test_vector_searches_load_no_lock_library(compiled: Path, command: list[str]) -> None:
     """A search of the notes takes no lock, and the model's files are found, not made: filelock
     (imported only to export the model or save its optimized copy) stays out of a cold query."""
-    probe = ("import sys; from compiler.cli.main import main\n"
-             "try: main([*sys.argv[2:], '--vault', sys.argv[1]])\n"
-             "except SystemExit as done: code = done.code\n"
-             "print(sorted({'filelock', 'torch'} & set(sys.modules)), 'numpy' in sys.modules, code)")
-    result = subprocess.run([sys.executable, "-c", probe, str(compiled), *command], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
-    assert result.stdout.strip().splitlines()[-1] == "[] True 0", result.stdout + result.stderr
+    assert loaded_modules(compiled, command, {"filelock", "torch", "numpy"}) == (["numpy"], 0)
 
 
 @pytest.mark.integration
 def test_keyword_search_loads_no_numeric_library(compiled: Path) -> None:
     """`engram search` needs neither numpy nor the vector store: its cold start is the yardstick
     the model commands are measured against (benchmarks/cold.py)."""
-    probe = ("import sys; from compiler.cli.main import main\n"
-             "try: main(['search', 'rollback', '--vault', sys.argv[1]])\n"
-             "except SystemExit as done: code = done.code\n"
-             "print(sorted({'numpy', 'chromadb', 'networkx'} & set(sys.modules)), code)")
-    result = subprocess.run([sys.executable, "-c", probe, str(compiled)], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
-    assert result.stdout.strip().splitlines()[-1] == "[] 0", result.stdout + result.stderr
+    assert loaded_modules(compiled, ["search", "rollback"], {"numpy", "chromadb", "networkx"}) == ([], 0)
 
 
 def chroma_ids(vault: Path, name: str) -> set[str]:
