@@ -445,16 +445,16 @@ class FlatStore:
         seen.key, seen.dim = (str(after["uid"]), int(after["generation"])), dim
         appended, self._appended = self._appended, None
         have = len(seen.mapped) + len(seen.tail)
-        if rows != have and appended is not None and appended[0] == have and have + len(appended[1]) == rows:
-            seen.masks = {k: (c, _extended(c, m, rows, have, appended[2])) for k, (c, m) in seen.masks.items()}
-        elif rows != have:
-            seen.masks = {}
         if rows != have:
-            if (appended is None or appended[0] != have or have + len(appended[1]) != rows or not len(seen.mapped)
-                    or seen.mapped.shape[1] != dim or len(seen.tail) + len(appended[1]) > TAIL_MAX):
-                seen.mapped, seen.tail = _map(self._folder / seen.file, rows, dim), np.zeros((0, dim), np.float32)
+            # Only this write's own append (right after the rows seen) can be extended in memory.
+            follows = appended is not None and appended[0] == have and have + len(appended[1]) == rows
+            seen.masks = {k: (c, _extended(c, m, rows, have, appended[2]))  # type: ignore[index]
+                          for k, (c, m) in seen.masks.items()} if follows else {}
+            if (follows and len(seen.mapped) and seen.mapped.shape[1] == dim
+                    and len(seen.tail) + len(appended[1]) <= TAIL_MAX):  # type: ignore[index]
+                seen.tail = _grown(seen.tail, appended[1])  # type: ignore[index]
             else:
-                seen.tail = _grown(seen.tail, appended[1])
+                seen.mapped, seen.tail = _map(self._folder / seen.file, rows, dim), np.zeros((0, dim), np.float32)
         _SEEN[key] = seen
 
     def _compact_if_due(self, db: sqlite3.Connection) -> None:
