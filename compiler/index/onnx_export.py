@@ -52,16 +52,30 @@ def cached_onnx(identity: str) -> Path | None:
     folder = model_folder(identity)
     onnx, record = folder / "model.onnx", folder / "model.json"
     try:
-        stat = onnx.stat()
         recorded = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if recorded.get("size") == stat.st_size and recorded.get("mtime_ns") == stat.st_mtime_ns:
-        return onnx
-    if recorded.get("sha256") == file_sha256(onnx):  # copied or touched, same bytes: trust it under its new stamp
-        write_record(record, {**recorded, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
-        return onnx
-    return None
+    checked = restamped(onnx, recorded)
+    if checked is None:
+        return None
+    if checked is not recorded:
+        write_record(record, checked)
+    return onnx
+
+
+def restamped(path: Path, recorded: dict[str, Any]) -> dict[str, Any] | None:
+    """Returns the record (size, mtime_ns, sha256) of `path` when the file is the one it records,
+    else None (missing, or other bytes). A matching stat is trusted; a moved one (the file copied
+    or touched) is hashed, and a new record with the new stamp comes back for the caller to save."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    if (recorded.get("size"), recorded.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
+        return recorded
+    if recorded.get("size") != stat.st_size or recorded.get("sha256") != file_sha256(path):
+        return None
+    return {**recorded, "mtime_ns": stat.st_mtime_ns}
 
 
 def recorded_sha256(onnx: Path) -> str:

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from compiler.index.onnx_export import INPUTS, PROBES, file_sha256, write_record
+from compiler.index.onnx_export import INPUTS, PROBES, file_sha256, restamped, write_record
 
 RECIPE = "ort-extended-external-v1"  # a new name when the recipe changes: folders of the old one are rebuilt
 GRAPH, WEIGHTS, RECORD = "model.onnx", "weights.bin", "record.json"
@@ -86,20 +86,15 @@ def _cached(onnx_file: Path, source_sha256: str) -> Path | bool | None:
     if record.get("unusable"):
         return False
     files = record.get("files", {})
-    restamped = False
+    moved = False
     for name in (GRAPH, WEIGHTS):
         recorded = files.get(name, {})
-        try:
-            stat = (folder / name).stat()
-        except OSError:
+        checked = restamped(folder / name, recorded)
+        if checked is None:
             return None
-        if (recorded.get("size"), recorded.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
-            continue
-        if recorded.get("size") != stat.st_size or recorded.get("sha256") != file_sha256(folder / name):
-            return None
-        files[name] = {**recorded, "mtime_ns": stat.st_mtime_ns}  # copied or touched, same bytes
-        restamped = True
-    if restamped:
+        if checked is not recorded:  # copied or touched, same bytes
+            files[name], moved = checked, True
+    if moved:
         try:
             write_record(folder / RECORD, {**record, "files": files})
         except OSError:
