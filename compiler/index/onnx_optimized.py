@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from compiler.core.space import free_bytes, is_disk_full, size_text
 from compiler.index.onnx_export import INPUTS, PROBES, file_sha256, restamped, write_record
 
 RECIPE = "ort-extended-external-v1"  # a new name when the recipe changes: folders of the old one are rebuilt
@@ -64,13 +65,22 @@ def optimized_model(onnx_file: Path, source_sha256: str) -> Path | None:
             if found is not None:
                 return found or None
             return _build(onnx_file, source_sha256)
-    except (OSError, filelock.Timeout) as error:  # a read-only cache, a busy builder: the exported file still works
-        log.debug("engram: no optimized ONNX model next to %s: %s", onnx_file, error)
+    except Exception as error:  # a read-only cache, a busy builder, a full disk: the exported file still works
+        if isinstance(error, (OSError, filelock.Timeout)) and not is_disk_full(error):
+            log.debug("engram: no optimized ONNX model next to %s: %s", onnx_file, error)
+        else:  # ONNX Runtime's own errors (it reports a full disk only as a failed write) and ENOSPC
+            log.warning("engram: cannot save the optimized ONNX model next to %s (%s); loading the exported "
+                        "file (slower to start)", onnx_file, _reason(error, onnx_file))
         return None
-    except Exception as error:  # ONNX Runtime's own errors (a full disk while it saves): no reason to stop
-        log.warning("engram: cannot save the optimized ONNX model next to %s (%s); loading the exported "
-                    "file (slower to start)", onnx_file, error)
-        return None
+
+
+def _reason(error: BaseException, onnx_file: Path) -> str:
+    """One line on why the copy could not be saved: the full disk when the filesystem has less
+    room than the copy needs (about the exported file's size), else the error's first line."""
+    free = free_bytes(onnx_file.parent)
+    if is_disk_full(error) or (free is not None and free < onnx_file.stat().st_size):
+        return f"the disk is full: {size_text(free or 0)} free on that filesystem"
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _cached(onnx_file: Path, source_sha256: str) -> Path | bool | None:
