@@ -23,10 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from compiler.core.errors import ModelLoadError
+from compiler.core.errors import ModelLoadError, StorageFullError
+from compiler.core.space import free_bytes, is_disk_full
 
 RECIPE = "onnx-opset17-v1"  # a new name when the export changes: files of the old recipe are never read
 OPSET = 17
+NEEDED = 100 * 2**20  # about what an export writes (the bundled model's file is 90 MB)
 TRACE = ("Kids painted a sunset by the lake.",) * 2  # the trace's example inputs: no padding (see _export)
 PROBES = ("a", "The payments service deploys from main after review; roll back with the previous tag.",
           "Ünïcödé café", "Kids painted a sunset.")  # other shapes the export must reproduce before it is trusted
@@ -104,7 +106,11 @@ def ensure_onnx(model_dir: Path, identity: str) -> Path:
             return _export(model_dir, identity, folder)
     except filelock.Timeout as error:
         raise ModelLoadError(f"{folder}: another process has been exporting the model for 15 minutes") from error
+    except StorageFullError:
+        raise
     except OSError as error:
+        if is_disk_full(error):  # the lock or the folder found no room
+            raise StorageFullError(folder, "the ONNX model", needed=NEEDED) from error
         raise ModelLoadError(f"cannot write the ONNX model to {folder}: {error} "
                              "(set ENGRAM_MODEL_CACHE to a writable folder)") from error
 
@@ -147,6 +153,10 @@ def _export(model_dir: Path, identity: str, folder: Path) -> Path:
     except ModelLoadError:
         raise
     except Exception as error:  # the exporter raises many kinds; all mean "no ONNX file"
+        free = free_bytes(folder)
+        if is_disk_full(error) or (free is not None and free < NEEDED):  # torch words a full disk its own way
+            raise StorageFullError(folder, "the ONNX model", needed=NEEDED,
+                                   after="it is exported again on the next command that needs it") from error
         raise ModelLoadError(f"cannot export {identity} to ONNX: {error}") from error
     finally:
         Path(temporary).unlink(missing_ok=True)

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler.core.errors import StorageFullError
 from compiler.core.settings import BUNDLED_MODEL
 from compiler.index.minilm import bundled_model_dir, minilm_identity
-from compiler.index.onnx_export import cached_onnx
+from compiler.index.onnx_export import cached_onnx, ensure_onnx
 from compiler.index.onnx_minilm import OnnxEmbedder
 from compiler.index.onnx_optimized import GRAPH, optimized_folder
 from tests.index.test_onnx_minilm import TEXTS
@@ -75,3 +76,24 @@ def test_a_full_disk_falls_back_to_the_exported_file_and_the_copy_is_made_once_s
     subprocess.run(["mount", "-o", "remount,size=400m", str(disk)], check=True)
     OnnxEmbedder(exported, bundled_model_dir(), "test").embed(TEXTS[:1])
     assert (optimized_folder(exported) / GRAPH).is_file()
+
+
+def test_a_full_disk_during_the_export_is_one_storage_full_error_naming_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("mount") is None:
+        pytest.skip("no `mount` command here to make a small tmpfs")
+    disk = tmp_path / "cache"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk)],
+                             check=False, capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {mounted.stderr.decode().strip()}")
+    monkeypatch.setenv("ENGRAM_MODEL_CACHE", str(disk))
+    try:
+        with pytest.raises(StorageFullError) as raised:
+            ensure_onnx(bundled_model_dir(), minilm_identity(BUNDLED_MODEL))
+        message = str(raised.value)
+        assert "the disk is full" in message and str(disk) in message and "\n" not in message, message
+        assert list(disk.rglob("*.onnx")) == [], "a half-written model was left in the cache"
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
