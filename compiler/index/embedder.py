@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from compiler.core.errors import ModelLoadError
+from compiler.core.errors import ModelLoadError, StorageFullError
 from compiler.core.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL
 
 if TYPE_CHECKING:  # numpy only in annotations: `engram search` and a no-op compile never import it (0.1 s)
@@ -83,7 +83,7 @@ def _bundled_on_onnx() -> Embedder:
 
     try:
         return OnnxEmbedder.load(BUNDLED_MODEL)
-    except ModelLoadError as error:
+    except (ModelLoadError, StorageFullError) as error:  # no ONNX file (a full disk among the reasons): torch still works
         from compiler.index.minilm import SentenceTransformerEmbedder
 
         log.warning("engram: %s; using sentence-transformers instead", error)

@@ -19,6 +19,7 @@ import pytest
 
 from compiler.core.errors import StorageFullError
 from compiler.core.settings import BUNDLED_MODEL
+from compiler.index import embedder as embedder_module
 from compiler.index.minilm import bundled_model_dir, minilm_identity
 from compiler.index.onnx_export import cached_onnx, ensure_onnx
 from compiler.index.onnx_minilm import OnnxEmbedder
@@ -79,7 +80,7 @@ def test_a_full_disk_falls_back_to_the_exported_file_and_the_copy_is_made_once_s
 
 
 def test_a_full_disk_during_the_export_is_one_storage_full_error_naming_the_cache(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     if shutil.which("mount") is None:
         pytest.skip("no `mount` command here to make a small tmpfs")
     disk = tmp_path / "cache"
@@ -88,6 +89,7 @@ def test_a_full_disk_during_the_export_is_one_storage_full_error_naming_the_cach
                              check=False, capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {mounted.stderr.decode().strip()}")
+    expected = OnnxEmbedder.load(BUNDLED_MODEL).embed(TEXTS[:2])  # from the real cache, before it moves
     monkeypatch.setenv("ENGRAM_MODEL_CACHE", str(disk))
     try:
         with pytest.raises(StorageFullError) as raised:
@@ -95,5 +97,13 @@ def test_a_full_disk_during_the_export_is_one_storage_full_error_naming_the_cach
         message = str(raised.value)
         assert "the disk is full" in message and str(disk) in message and "\n" not in message, message
         assert list(disk.rglob("*.onnx")) == [], "a half-written model was left in the cache"
+
+        monkeypatch.setattr(embedder_module, "_LOADED", {})
+        with caplog.at_level(logging.WARNING, logger="engram"):
+            fallback = embedder_module.load_embedder(BUNDLED_MODEL)
+        assert type(fallback).__name__ == "SentenceTransformerEmbedder"  # the command still answers
+        np.testing.assert_allclose(fallback.embed(TEXTS[:2]), expected, atol=1e-4)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert any("the disk is full" in w and "sentence-transformers instead" in w for w in warnings), warnings
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
