@@ -9,9 +9,9 @@ live memories, re-embedding only texts the embedding cache has not seen.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +113,13 @@ class MemoryKeywordHit:
     bm25: float  # positive; larger is better
 
 
-TABLE = "memories_v4"  # a new name when the layout changes: the old table is simply ignored
+TABLE = "memories_v5"  # a new name when the layout changes (an older table is moved over: `_migrate`)
 WEIGHTS = "0, 0, 0, 1.0, 1.0, 0.5, 0.4"  # id, project, text_sha (unindexed), title, content, near, far context
+# A row's rowid is its project's number << PROJECT_SHIFT plus its place in the project, so one
+# project's rows are one rowid range, which FTS5 walks alone: filtering every match of a query's
+# words on its project walked 20,000 matches of 50,000 memories for the 1,000 of one project.
+PROJECT_SHIFT = 32
+_OLD = "memories_v4"  # rows numbered in write order, the project checked per match
 
 
 class MemoryKeywordIndex:
@@ -128,12 +133,12 @@ class MemoryKeywordIndex:
             self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(id UNINDEXED, "
                              "project UNINDEXED, text_sha UNINDEXED, title, content, context, context2, "
                              f"tokenize='{TOKENIZER}')")
-            # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid,
-            # so replacing one row is a key lookup, not a scan of every memory; and it holds each
-            # row's project, indexed, so a recall in one project reads that project's rows only.
-            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT, project TEXT)")
-            _add_project_column(self._db)
-            self._db.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_rows_project ON {TABLE}_rows (project)")
+            # FTS5 cannot index a column for lookups: this table maps a memory id to its FTS rowid
+            # (the same rowid), so replacing one row is a key lookup, not a scan of every memory.
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_projects (project TEXT PRIMARY KEY)")  # rowid: its number
+            if _exists(self._db, _OLD):
+                _migrate(self._db)
 
     def hashes(self) -> dict[str, str]:
         return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
@@ -147,10 +152,25 @@ class MemoryKeywordIndex:
             self._db.executemany(f"DELETE FROM {TABLE} WHERE rowid = (SELECT rowid FROM {TABLE}_rows WHERE id = ?)", gone)
             self._db.executemany(f"DELETE FROM {TABLE}_rows WHERE id = ?", gone)
             for row in rows:
-                cursor = self._db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha, project) VALUES (?, ?, ?)",
-                                          (row[0], row[2], row[1]))
+                rowid = self._next_rowid(row[1])
+                self._db.execute(f"INSERT INTO {TABLE}_rows (rowid, id, text_sha) VALUES (?, ?, ?)", (rowid, row[0], row[2]))
                 self._db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context, "
-                                 "context2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *row))
+                                 "context2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (rowid, *row))
+
+    def _next_rowid(self, project: str) -> int:
+        """Returns the rowid after the last one of `project`'s range, numbering a new project first."""
+        first, last = self._range(project)
+        if first is None:
+            cursor = self._db.execute(f"INSERT INTO {TABLE}_projects (project) VALUES (?)", (project,))
+            first, last = cursor.lastrowid << PROJECT_SHIFT, (cursor.lastrowid + 1 << PROJECT_SHIFT) - 1
+        # 2^32 places: a row moves to a new place only when its text or context changes.
+        top = self._db.execute(f"SELECT max(rowid) FROM {TABLE}_rows WHERE rowid BETWEEN ? AND ?", (first, last)).fetchone()[0]
+        return first if top is None else top + 1
+
+    def _range(self, project: str) -> tuple[int | None, int]:
+        """Returns the first and last rowid of `project`'s range ((None, 0) for a project never indexed)."""
+        found = self._db.execute(f"SELECT rowid FROM {TABLE}_projects WHERE project = ?", (project,)).fetchone()
+        return (None, 0) if found is None else (found[0] << PROJECT_SHIFT, (found[0] + 1 << PROJECT_SHIFT) - 1)
 
     def search(self, query: str, limit: int, project: str = "") -> list[MemoryKeywordHit]:
         """Returns up to `limit` memories (of `project`, when given) matching any word of `query`,
@@ -158,18 +178,51 @@ class MemoryKeywordIndex:
         expression = match_expression(query)
         if not expression:
             return []
-        # The project's rowids first (an index lookup): FTS5 scores only the matches among them,
-        # where checking each match's project read its stored row (recall at 50,000 memories: 5×
-        # slower). `+rowid` keeps the list a filter, not a rowid lookup per project row into FTS5.
-        # A row without a project in the side table (written by an older engram) is checked on its own.
-        where, args = (f"AND +rowid IN (SELECT rowid FROM {TABLE}_rows WHERE project = ? OR project IS NULL) "
-                       "AND project = ?", [project, project]) if project else ("", [])
+        where, args = "", []
+        if project:  # FTS5 seeks to the project's rowid range and stops at its end
+            first, last = self._range(project)
+            if first is None:
+                return []
+            where, args = "AND rowid BETWEEN ? AND ?", [first, last]
         rows = self._db.execute(f"SELECT id, bm25({TABLE}, {WEIGHTS}) AS rank FROM {TABLE} "
                                 f"WHERE {TABLE} MATCH ? {where} ORDER BY rank, id LIMIT ?", [expression, *args, limit])
         return [MemoryKeywordHit(i, -float(r)) for i, r in rows]
 
     def close(self) -> None:
         self._db.close()
+
+
+def _exists(db: sqlite3.Connection, table: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Moves the rows of the table an older engram wrote (numbered in write order) into the current
+    one, renumbered by project, and drops it: the same texts and hashes, so sync_index finds
+    nothing to re-index (a rebuild would re-read every vector). In one write transaction, checked
+    again inside it, so two processes opening the old cache at once move it once. An old table
+    beside a filled current one (an older engram wrote after the move) is only dropped: what it
+    added is in the journal, and sync_index indexes it."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if _exists(db, _OLD) and not db.execute(f"SELECT 1 FROM {TABLE}_rows LIMIT 1").fetchone():
+            db.execute(f"INSERT OR IGNORE INTO {TABLE}_projects (project) SELECT DISTINCT project FROM {_OLD} ORDER BY project")
+            db.execute("CREATE TEMP TABLE moved (old INTEGER PRIMARY KEY, new INTEGER)")
+            db.execute(f"INSERT INTO moved SELECT old.rowid, (p.rowid << {PROJECT_SHIFT}) + "
+                       "row_number() OVER (PARTITION BY old.project ORDER BY old.rowid) - 1 AS new "
+                       f"FROM {_OLD} AS old JOIN {TABLE}_projects AS p ON p.project = old.project")
+            db.execute(f"INSERT INTO {TABLE}_rows (rowid, id, text_sha) SELECT moved.new, r.id, r.text_sha "
+                       f"FROM moved JOIN {_OLD}_rows AS r ON r.rowid = moved.old")
+            db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context, context2) "
+                       "SELECT moved.new, f.id, f.project, f.text_sha, f.title, f.content, f.context, f.context2 "
+                       f"FROM moved JOIN {_OLD} AS f ON f.rowid = moved.old")
+            db.execute("DROP TABLE moved")
+        db.execute(f"DROP TABLE IF EXISTS {_OLD}")
+        db.execute(f"DROP TABLE IF EXISTS {_OLD}_rows")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 class MemoryIndex:
@@ -222,28 +275,6 @@ class MemoryIndex:
     def nearest(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Returns up to `n` (id, cosine) of the closest live memories, best first."""
         return [(h.id, h.cosine) for h in self.vectors.query(vector, n, where)]
-
-
-def _add_project_column(db: sqlite3.Connection) -> None:
-    """Gives a rows table written before it held projects (id, text_sha) its project column, filled
-    from the FTS rows: an old cache answers as it is, without a rebuild. Checked inside a write
-    transaction, so two processes opening the old cache at once add it once."""
-    if _has_project(db):
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if not _has_project(db):
-            db.execute(f"ALTER TABLE {TABLE}_rows ADD COLUMN project TEXT")
-            db.execute(f"UPDATE {TABLE}_rows SET project = "
-                       f"(SELECT project FROM {TABLE} WHERE {TABLE}.rowid = {TABLE}_rows.rowid)")
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-
-
-def _has_project(db: sqlite3.Connection) -> bool:
-    return "project" in [c[1] for c in db.execute(f"PRAGMA table_info({TABLE}_rows)")]
 
 
 def keyword_row(obs: Observation, context: str) -> tuple[str, str, str, str, str, str, str]:

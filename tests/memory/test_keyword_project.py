@@ -1,13 +1,17 @@
-"""The memory keyword index filters a project through its rows table: the same hits and BM25 as
-filtering every match, and a cache written before the table held projects still answers."""
+"""The memory keyword index keeps each project's rows in one rowid range: the same hits and BM25 as
+filtering every match, and a cache an older engram wrote is moved over and answers the same."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from compiler.index.keywords import TOKENIZER
-from compiler.memory.index import TABLE, MemoryKeywordIndex
+from compiler.memory.index import PROJECT_SHIFT, TABLE, MemoryKeywordIndex
+
+OLD = "memories_v4"  # the table the previous engram wrote
 
 WORDS = ["deploy", "staging", "cluster", "billing", "worker", "queue", "timeout", "retry"]
 
@@ -48,51 +52,64 @@ def test_replaced_and_deleted_rows_change_project(tmp_path: Path) -> None:
     index.close()
 
 
-def write_old_cache(path: Path, data: list[tuple[str, ...]]) -> None:
-    """The memory keyword index as the previous engram wrote it: a rows table of (id, text_sha) only."""
+def test_a_projects_rows_are_one_rowid_range(tmp_path: Path) -> None:
+    """What lets FTS5 walk one project's matches only: its rows, rewritten or not, share a range."""
+    index = MemoryKeywordIndex(tmp_path / "memories.sqlite")
+    index.replace([], rows(30))
+    index.replace(["m004", "m007"], [r for r in rows(30) if r[0] in ("m004", "m007")])  # re-indexed rows
+    placed = index._db.execute(f"SELECT f.rowid, f.project, p.rowid FROM {TABLE} AS f "
+                               f"JOIN {TABLE}_projects AS p ON p.project = f.project").fetchall()
+    assert len(placed) == 30 and {project for _, project, _ in placed} == {"p0", "p1", "p2"}
+    assert all(rowid >> PROJECT_SHIFT == number for rowid, _, number in placed)
+    assert dict(index._db.execute(f"SELECT rowid, id FROM {TABLE}_rows")) == \
+        dict(index._db.execute(f"SELECT rowid, id FROM {TABLE}"))  # the rows table names the same rowids
+    index.close()
+
+
+def write_old_cache(path: Path, data: list[tuple[str, ...]], *, projects: bool = True) -> None:
+    """The memory keyword index as the previous engram wrote it: rows numbered in write order, its
+    rows table of (id, text_sha, project) — or of (id, text_sha) only, as the one before wrote it."""
     db = sqlite3.connect(path)
-    db.execute(f"CREATE VIRTUAL TABLE {TABLE} USING fts5(id UNINDEXED, project UNINDEXED, text_sha UNINDEXED, "
+    db.execute(f"CREATE VIRTUAL TABLE {OLD} USING fts5(id UNINDEXED, project UNINDEXED, text_sha UNINDEXED, "
                f"title, content, context, context2, tokenize='{TOKENIZER}')")
-    db.execute(f"CREATE TABLE {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
+    db.execute(f"CREATE TABLE {OLD}_rows (id TEXT PRIMARY KEY, text_sha TEXT{', project TEXT' if projects else ''})")
     for row in data:
-        rowid = db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha) VALUES (?, ?)", (row[0], row[2])).lastrowid
-        db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context, context2) "
+        rowid = db.execute(f"INSERT INTO {OLD}_rows (id, text_sha) VALUES (?, ?)", (row[0], row[2])).lastrowid
+        db.execute(f"INSERT INTO {OLD} (rowid, id, project, text_sha, title, content, context, context2) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (rowid, *row))
     db.commit()
     db.close()
 
 
-def test_an_old_cache_gets_its_projects_and_answers_the_same(tmp_path: Path) -> None:
+@pytest.mark.parametrize("projects", [True, False])
+def test_an_old_cache_is_moved_over_and_answers_the_same(tmp_path: Path, projects: bool) -> None:
     data = rows(60)
     old, new = tmp_path / "old.sqlite", tmp_path / "new.sqlite"
-    write_old_cache(old, data)
+    write_old_cache(old, data, projects=projects)
     fresh = MemoryKeywordIndex(new)
     fresh.replace([], data)
     migrated = MemoryKeywordIndex(old)
-    assert dict(migrated._db.execute(f"SELECT id, project FROM {TABLE}_rows")) == {r[0]: r[1] for r in data}
-    for project in ("p0", "p2"):
+    assert not migrated._db.execute("SELECT name FROM sqlite_master WHERE name LIKE ?", (f"{OLD}%",)).fetchall()
+    for project in ("p0", "p2", ""):
         expected = [(h.id, h.bm25) for h in fresh.search("deploy staging worker", 10, project)]
         assert expected and [(h.id, h.bm25) for h in migrated.search("deploy staging worker", 10, project)] == expected
     assert migrated.hashes() == fresh.hashes()  # nothing to re-index: sync_index sees every row current
+    migrated.replace([], [("new", "p1", "s", "", "deploy staging worker", "", "")])  # numbered after the moved rows
+    assert "new" in [h.id for h in migrated.search("deploy staging worker", 100, "p1")]
     migrated.close()
     fresh.close()
     MemoryKeywordIndex(old).close()  # opening it again changes nothing
 
 
-def test_a_row_an_old_engram_adds_later_is_still_filtered(tmp_path: Path) -> None:
-    """An older engram writing to a migrated cache leaves the project empty: the row is checked on its own."""
+def test_an_old_table_written_after_the_move_is_dropped(tmp_path: Path) -> None:
+    """An older engram writing to a moved cache recreates its own table: the next open drops it and
+    keeps the current rows (what the old one added is in the journal, for sync_index to index)."""
     path = tmp_path / "memories.sqlite"
     index = MemoryKeywordIndex(path)
     index.replace([], [("a", "p1", "s", "", "deploy staging", "", "")])
     index.close()
-    db = sqlite3.connect(path)
-    for memory_id, project in (("b", "p1"), ("c", "p2")):
-        rowid = db.execute(f"INSERT INTO {TABLE}_rows (id, text_sha) VALUES (?, ?)", (memory_id, "s")).lastrowid
-        db.execute(f"INSERT INTO {TABLE} (rowid, id, project, text_sha, title, content, context, context2) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (rowid, memory_id, project, "s", "", "deploy", "", ""))
-    db.commit()
-    db.close()
+    write_old_cache(path, [("b", "p1", "s", "", "deploy", "", "")])
     index = MemoryKeywordIndex(path)
-    assert sorted(h.id for h in index.search("deploy", 5, "p1")) == ["a", "b"]
-    assert [h.id for h in index.search("deploy", 5, "p2")] == ["c"]
+    assert [h.id for h in index.search("deploy", 5, "p1")] == ["a"]
+    assert not index._db.execute("SELECT name FROM sqlite_master WHERE name LIKE ?", (f"{OLD}%",)).fetchall()
     index.close()
