@@ -10,8 +10,9 @@ no importance: compiler.events.replay.PEER_FLOOR keeps those above the archive l
 from __future__ import annotations
 
 import math
+import weakref
 from collections import ChainMap
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -102,10 +103,29 @@ class IncrementalFold:
 
     def __init__(self) -> None:
         self.state: dict[str, Observation] = {}
-        self.version = 0  # changes whenever `state` does: a reader copies the state only then
+        self.version = 0  # changes whenever `state` does
         self.lookups = Lookups()
         self._applied: set[str] = set()
         self._last: tuple[str, int, str] | None = None
+        self._views: list[weakref.ref[StateView]] = []  # the views handed out since the state last changed
+
+    def view(self) -> StateView:
+        """Returns the state as it is now, read-only, without copying it: the view reads the fold's
+        own dict until the fold is about to change it, and is handed a copy then (only a view still
+        held by someone costs that copy; copying 50,000 memories on every read made a write O(store))."""
+        view = StateView(self.state)
+        self._views = [r for r in self._views if r() is not None]  # dropped views: a read usually drops the last
+        self._views.append(weakref.ref(view))
+        return view
+
+    def _freeze_views(self) -> None:
+        """Gives every view still alive its own copy of the state, before the state changes."""
+        views = [view for view in (r() for r in self._views) if view is not None]
+        if views:
+            frozen = dict(self.state)
+            for view in views:
+                view._data = frozen
+        self._views = []
 
     def update(self, events: Sequence[MemoryEvent], known: int = 0) -> dict[str, Observation]:
         """Returns the state after all `events` (the same dict object, updated in place).
@@ -116,9 +136,11 @@ class IncrementalFold:
         fresh = sorted({e.id: e for e in events[known:] if e.id not in self._applied}.values(), key=MemoryEvent.order)
         if fresh and self._last is not None and fresh[0].order() < self._last:
             version = self.version
-            self.__init__()  # type: ignore[misc]
+            self.__init__()  # type: ignore[misc]  # a new dict: views of the old one keep it unchanged
             self.version = version  # still counting up: the refold below changes it
             return self.update(events)
+        if fresh:
+            self._freeze_views()
         self.version += bool(fresh)
         for event in fresh:
             before = self.state.get(event.memory)
@@ -130,6 +152,39 @@ class IncrementalFold:
         if fresh:
             self._last = fresh[-1].order()
         return self.state
+
+
+class StateView(Mapping[str, Observation]):
+    """A read-only state of an `IncrementalFold` at one version (see `IncrementalFold.view`)."""
+
+    __slots__ = ("_data", "__weakref__")
+
+    def __init__(self, data: dict[str, Observation]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Observation:
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def keys(self) -> Any:
+        return self._data.keys()
+
+    def items(self) -> Any:
+        return self._data.items()
+
+    def values(self) -> Any:
+        return self._data.values()
 
 
 class Lookups:
