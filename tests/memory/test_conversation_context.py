@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compiler.events.journal import MemoryEvent
 from compiler.memory.index import LiveView, conversation_context
-from compiler.memory.model import IncrementalFold, Lookups, Observation, fold
+from compiler.memory.model import IncrementalFold, Layer, Lookups, Observation, fold
 
 
 def chain() -> dict[str, Observation]:
@@ -88,3 +88,13 @@ def test_a_view_of_the_fold_reads_its_state_uncopied_and_keeps_its_version_while
     del current
     incremental.update((save("e3", "m3", "2026-01-01 00:00:03", "three"),))
     assert held["m1"].content == "one" and "m3" not in held and incremental.view()._data is incremental.state
+
+
+def test_a_layer_reads_through_to_its_base_and_keeps_its_writes_to_itself():
+    base = {"a": 1, "b": 2}
+    layer = Layer(base)
+    layer["b"], layer["c"] = 20, 3
+    assert (layer["a"], layer["b"], layer.get("c"), layer.get("d", "none")) == (1, 20, 3, "none")
+    assert "a" in layer and "c" in layer and "d" not in layer and list(layer) == ["a", "b", "c"] and len(layer) == 3
+    del layer["c"]
+    assert base == {"a": 1, "b": 2} and dict(layer) == {"a": 1, "b": 20}
