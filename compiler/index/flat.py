@@ -108,13 +108,10 @@ class _Snapshot:
 
     def take(self, rows: np.ndarray) -> np.ndarray:
         """Returns the vectors of `rows` (ascending), as one matrix."""
-        # Gathered straight into one matrix: through the memmap's own indexing, then a vstack to add
-        # the tail, a write's query copied its project's rows twice (4 ms for 2,500 rows at 50,000).
         split = int(np.searchsorted(rows, len(self.mapped)))
-        out = np.empty((len(rows), self.dim), dtype=np.float32)
-        np.take(np.asarray(self.mapped), rows[:split], axis=0, out=out[:split])
-        out[split:] = self.tail[rows[split:] - len(self.mapped)]
-        return out
+        if split == len(rows):
+            return self.mapped[rows]
+        return np.vstack([self.mapped[rows[:split]], self.tail[rows[split:] - len(self.mapped)]])
 
     def row(self, row: int) -> np.ndarray:
         return np.array(self.mapped[row] if row < len(self.mapped) else self.tail[row - len(self.mapped)])
