@@ -122,24 +122,27 @@ def read_vault_chunks(engram_dir: Path, cap: int = MAX_UNCOMPRESSED) -> VaultChu
     return found
 
 
-_VAULTS: dict[str, tuple[tuple[int, ...], list[MemoryEvent], list[BuildWarning]]] = {}
+_VAULTS: dict[str, tuple[tuple[int, ...], tuple[MemoryEvent, ...], list[BuildWarning]]] = {}
 
 
-def read_chunk_events(engram_dir: Path, cap: int = MAX_UNCOMPRESSED) -> tuple[list[MemoryEvent], list[BuildWarning]]:
+def read_chunk_events(engram_dir: Path, cap: int = MAX_UNCOMPRESSED
+                      ) -> tuple[tuple[MemoryEvent, ...], list[BuildWarning]]:
     """Returns the events of every readable chunk and a warning for everything quarantined or inconsistent.
 
     Called on every memory read: while the chunks folder and the manifest are unchanged (a chunk
-    is only ever added by a rename, which changes the folder), the last answer is reused.
+    is only ever added by a rename, which changes the folder), the last answer is reused, itself:
+    the events are a tuple (a copy of a synced vault's 50,000 events made every write O(store)).
     """
     folder = engram_dir / CHUNKS_DIR
     names = len(os.listdir(folder)) if folder.is_dir() else -1  # coarse folder mtimes miss a second add
     key = (*_stamp(folder), names, *_stamp(engram_dir / MANIFEST))
     cached = _VAULTS.get(str(engram_dir))
     if cached and cached[0] == key:
-        return list(cached[1]), list(cached[2])
+        return cached[1], list(cached[2])
     found = read_vault_chunks(engram_dir, cap)
-    _VAULTS[str(engram_dir)] = (key, found.events(), found.warnings)
-    return found.events(), list(found.warnings)
+    events = tuple(found.events())
+    _VAULTS[str(engram_dir)] = (key, events, found.warnings)
+    return events, list(found.warnings)
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -140,24 +140,23 @@ class Snapshots:
 
     def __init__(self) -> None:
         self._fold = IncrementalFold()
-        self._state: Mapping[str, Observation] = MappingProxyType({})
-        self._version = 0  # the fold's version `_state` is a copy of
         self._folded: EventKey | None = None  # the event set last handed to the fold
-        self._last: Memories | None = None
+        # What the last read derived, and for which events and minute. Not the last `Memories`
+        # itself: holding it would hold a view of the fold's state, which the fold then copies.
+        self._derived: tuple[EventKey, datetime, dict[str, Any]] | None = None
 
     def read(self, engram_dir: Path, now: datetime) -> Memories:
         """Returns the memories of the vault's events as they are now on disk, at `now`."""
         events = read_events(engram_dir)
         if events.key != self._folded:  # even finding nothing new is O(n): a recall at 20k memories +11 ms
-            state = self._fold.update(events.events, self._known_prefix(events))
-            if self._fold.version != self._version:  # copied once per change: the fold's dict changes in place
-                self._state, self._version = MappingProxyType(dict(state)), self._fold.version
+            self._fold.update(events.events, self._known_prefix(events))
             self._folded = events.key
-        last = self._last
-        same = last is not None and last.events.key == events.key and _minute(last.now) == _minute(now)
-        self._last = Memories(events, self._state, now, last._derived if same and last else None, self._fold.lookups)
-        return self._last
-
+        last = self._derived
+        same = last is not None and last[0] == events.key and last[1] == _minute(now)
+        derived: dict[str, Any] = last[2] if same and last else {}
+        self._derived = (events.key, _minute(now), derived)
+        # A view, not a copy: the fold copies it out only if it is still held when the fold changes.
+        return Memories(events, self._fold.view(), now, derived, self._fold.lookups)
 
     def _known_prefix(self, events: EventSet) -> int:
         """Returns how many leading events of `events` the fold was handed before: all of the last

@@ -12,7 +12,6 @@ index is touched: the index is derived and rebuildable, the journal is the truth
 from __future__ import annotations
 
 import hashlib
-from collections import ChainMap
 from collections.abc import Mapping, MutableMapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +25,7 @@ from compiler.core.progress import Progress, no_progress
 from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.memory.index import LiveView, conversation_context, memory_text
 from compiler.memory.input import MemoryInput, event_data, read_import_file, validate
-from compiler.memory.model import Lookups, Observation, apply_event
+from compiler.memory.model import Layer, Lookups, Observation, apply_event
 from compiler.memory.resolve import Decision, decide
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
 
@@ -45,7 +44,7 @@ def write_memories(vault: VaultMemory, items: Sequence[MemoryInput], progress: P
         embedded = sync_index(vault, memories)
         # Each batch folds its own events into a layer over the read (copying the state, or
         # rebuilding its lookups, would make every write O(store)).
-        state: MutableMapping[str, Observation] = ChainMap({}, memories.state)
+        state: MutableMapping[str, Observation] = Layer(memories.state)
         lookups = memories.lookups.layer()
         results: list[dict[str, Any]] = []
         with progress("store", len(clean)) as tick:

@@ -40,7 +40,7 @@ from compiler.events.manifest import (
     write_manifest,
 )
 from compiler.events.replay import record_events
-from compiler.events.store import read_vault_chunks
+from compiler.events.store import read_chunk_events, read_vault_chunks
 from compiler.memory.input import MemoryInput
 from compiler.memory.model import fold
 from compiler.memory.edits import store_new
@@ -314,3 +314,12 @@ def test_write_chunk_is_atomic_and_idempotent(vault):
     data = encode_chunk([], [], [EVENTS[0].to_dict()])
     assert write_chunk(vault / ".engram", data) == write_chunk(vault / ".engram", data) == chunk_id(data)
     assert [p.name for p in (vault / ".engram/chunks").iterdir()] == [f"{chunk_id(data)}.jsonl.gz"]
+
+
+def test_unchanged_chunks_hand_every_read_the_same_events_uncopied(vault):
+    """Every memory read asks for the chunks' events: a copy of a synced vault's events per read
+    made every write O(store)."""
+    put_chunk(vault, encode_chunk([], [], [e.to_dict() for e in EVENTS]))
+    first, _ = read_chunk_events(vault / ".engram")
+    again, _ = read_chunk_events(vault / ".engram")
+    assert [e.id for e in first] == [e.id for e in EVENTS] and again is first

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compiler.events.journal import MemoryEvent
 from compiler.memory.index import LiveView, conversation_context
-from compiler.memory.model import IncrementalFold, Lookups, Observation, fold
+from compiler.memory.model import IncrementalFold, Layer, Lookups, Observation, fold
 
 
 def chain() -> dict[str, Observation]:
@@ -70,3 +70,31 @@ def test_the_fold_of_a_grown_event_list_looks_only_at_the_new_events_and_equals_
     # An event older than the last applied one (a chunk from another machine) refolds everything.
     late = (*grown, update("e0", "m2", "2026-01-01 00:00:02.5", "two, edited before e3"))
     assert incremental.update(late, known=len(grown)) == fold(late)
+
+
+def test_a_view_of_the_fold_reads_its_state_uncopied_and_keeps_its_version_while_held():
+    """A read hands out a view of the fold's own dict (copying 50,000 memories per write made a
+    write O(store)); a view still held when the fold changes is given a copy first, so a snapshot
+    never changes."""
+    incremental = IncrementalFold()
+    incremental.update((save("e1", "m1", "2026-01-01 00:00:01", "one"),))
+    held = incremental.view()
+    incremental.update((save("e1", "m1", "2026-01-01 00:00:01", "one"),
+                        update("e2", "m1", "2026-01-01 00:00:02", "one, edited")), known=1)
+    assert held["m1"].content == "one" and dict(held) == fold((save("e1", "m1", "2026-01-01 00:00:01", "one"),))
+    current = incremental.view()
+    assert current["m1"].content == "one, edited"
+    assert current._data is incremental.state  # nothing held it across a change: never copied
+    del current
+    incremental.update((save("e3", "m3", "2026-01-01 00:00:03", "three"),))
+    assert held["m1"].content == "one" and "m3" not in held and incremental.view()._data is incremental.state
+
+
+def test_a_layer_reads_through_to_its_base_and_keeps_its_writes_to_itself():
+    base = {"a": 1, "b": 2}
+    layer = Layer(base)
+    layer["b"], layer["c"] = 20, 3
+    assert (layer["a"], layer["b"], layer.get("c"), layer.get("d", "none")) == (1, 20, 3, "none")
+    assert "a" in layer and "c" in layer and "d" not in layer and list(layer) == ["a", "b", "c"] and len(layer) == 3
+    del layer["c"]
+    assert base == {"a": 1, "b": 2} and dict(layer) == {"a": 1, "b": 20}
