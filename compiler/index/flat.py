@@ -14,7 +14,7 @@ and not an mtime. Every live row is scored (brute force, exact: the ranking can 
 than HNSW's), which takes milliseconds at 50,000 rows.
 
 Writes (the caller holds the vault's writer lock) only append. The new rows go after the
-committed ones and are fsync'd; then one SQLite transaction (not fsync'd itself: see `_writer`)
+committed ones and are fsync'd; then one SQLite transaction (synchronous=NORMAL: see `_writer`)
 points the ids at them and raises the committed row count. A crash in between leaves rows past the count: never read, cut off by
 the next write. An overwritten or deleted id leaves a dead row; when dead rows outnumber live
 ones (and COMPACT_MIN), the same transaction copies the live rows to a new file and names it
@@ -378,12 +378,12 @@ class FlatStore:
             with full_disk_guard(self.path, "the vector index", after=DERIVED):
                 self._folder.mkdir(parents=True, exist_ok=True)
                 db = sqlite3.connect(self.path, isolation_level=None, timeout=_BUSY_SECONDS, check_same_thread=False)
-                # The commit is not fsync'd (three syncs of the rollback journal and the file were most
-                # of a one-memory write's I/O): the rows it names are fsync'd before it, and the store is
-                # derived, so a power loss that takes the last commits or damages the file is repaired
-                # by the next sync from the events (a damaged store reads as empty). A killed process
-                # loses nothing: the OS has every page it wrote.
-                db.execute("PRAGMA synchronous=OFF")
+                # NORMAL, not FULL: FULL synced the rollback journal twice and the file once on every
+                # commit, most of a one-memory write's I/O. NORMAL syncs each once, at the moments that
+                # keep the file consistent (SQLite: corruption only on old filesystems, at a very unlucky
+                # instant); the rows a commit names are fsync'd before it, and the store is derived: a
+                # damaged one reads as empty and is rebuilt. OFF would leave a power cut free to corrupt it.
+                db.execute("PRAGMA synchronous=NORMAL")
                 try:
                     db.execute("BEGIN IMMEDIATE")
                     for statement in _SCHEMA.split(";"):  # not executescript: it would commit

@@ -259,16 +259,16 @@ def test_a_damaged_store_reads_as_empty_and_reset_rebuilds_it(tmp_path: Path) ->
     assert fresh_read(tmp_path).count() == 3
 
 
-def test_a_write_fsyncs_its_rows_but_not_its_commit(tmp_path: Path, monkeypatch) -> None:
+def test_a_write_fsyncs_its_rows_and_commits_at_synchronous_normal(tmp_path: Path, monkeypatch) -> None:
     """The rows are synced before the commit that names them (a power loss never leaves a named row
-    unwritten); the derived store's commit is not (its rollback journal cost three syncs a write)."""
+    unwritten); the derived store's commit syncs at NORMAL, not FULL (three syncs a write)."""
     store = FlatStore(tmp_path, "c")
     synced: list[str] = []
     real = flat.os.fsync
     monkeypatch.setattr(flat.os, "fsync", lambda fd: (synced.append(flat.os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
     fill(store, unit_rows(5))
     assert any(p.endswith(".f32") for p in synced)
-    assert store._writer().execute("PRAGMA synchronous").fetchone() == (0,)
+    assert store._writer().execute("PRAGMA synchronous").fetchone() == (1,)
 
 
 def test_a_short_row_file_reads_as_empty(tmp_path: Path) -> None:
