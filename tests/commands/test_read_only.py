@@ -106,6 +106,13 @@ def test_vector_searches_load_no_lock_library(compiled: Path, command: list[str]
 
 
 @pytest.mark.integration
+def test_a_memory_write_takes_the_writer_lock_without_the_lock_library(compiled: Path) -> None:
+    """The writer lock is one `flock` (compiler.core.lock): filelock, whose import cost a cold
+    `engram memory add` 0.02-0.03 s, is only for exporting the model or saving its optimized copy."""
+    assert loaded_modules(compiled, ["memory", "add", "Rollbacks are announced in #ops."], {"filelock"}) == ([], 0)
+
+
+@pytest.mark.integration
 def test_keyword_search_loads_no_numeric_library(compiled: Path) -> None:
     """`engram search` needs neither numpy nor the vector store: its cold start is the yardstick
     the model commands are measured against (benchmarks/cold.py)."""
