@@ -44,14 +44,12 @@ def test_a_held_lock_keeps_other_processes_out_until_the_outermost_release(tmp_p
 def test_a_lock_another_process_holds_raises_busy_error_after_the_timeout(tmp_path: Path) -> None:
     engram = tmp_path / "vault" / ".engram"
     engram.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
-                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
-                               str(engram / "lock")], stdout=subprocess.PIPE, text=True)
+    hold = "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(engram / "lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(BusyError, match="another engram process is writing"):
-            with writer_lock(engram, timeout=0.2):
-                pass
+        with pytest.raises(BusyError, match="another engram process is writing"), writer_lock(engram, timeout=0.2):
+            pass
     finally:
         holder.kill()
         holder.wait()
@@ -61,7 +59,6 @@ def test_a_lock_another_process_holds_raises_busy_error_after_the_timeout(tmp_pa
 
 def test_an_error_inside_the_block_releases_the_lock(tmp_path: Path) -> None:
     engram = tmp_path / "vault" / ".engram"
-    with pytest.raises(RuntimeError):
-        with writer_lock(engram):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), writer_lock(engram):
+        raise RuntimeError("boom")
     assert other_process_tries(engram) == "taken"
