@@ -46,7 +46,10 @@ SEARCH_WORDS = "latency budget for the deployment pipeline"
 QUERY_WORDS = "how do we roll back a failed deployment?"
 SEARCH_RUNS = 5
 STARTED = time.perf_counter()  # progress lines show the seconds since this
-CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO)}  # the CLI runs the same code as this process
+# The CLI runs the same code as this process, from bytecode as a user's engram does (pip compiles it
+# at install): with PYTHONDONTWRITEBYTECODE set (as in some shells here) a checkout without
+# __pycache__ compiled every module from source in every cold search (cold.py drops it too).
+CHILD_ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPATH": str(REPO)}
 T = TypeVar("T")
 
 # --- synthetic text: a small vocabulary and sentence templates (no real corpus) -------------

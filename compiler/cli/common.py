@@ -47,7 +47,7 @@ def vault_and_settings(vault: str | None, *, builds_index: bool = False, **overr
     and --model change it; the others use it whatever the settings say, and a --model naming
     another model is a usage error.
     """
-    from compiler.commands.build_state import recorded_model
+    from compiler.commands.state_head import recorded_model
     from compiler.commands.vault_paths import VaultPaths
 
     root = find_vault(vault)

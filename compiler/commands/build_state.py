@@ -10,15 +10,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from compiler.commands.state_head import STATE_VERSION, head_bytes, head_path
 from compiler.commands.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.records import FileStamp, Note
-
-STATE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -70,39 +68,9 @@ def load_state(path: Path) -> tuple[BuildState, str]:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 
 
-def recorded_model(paths: VaultPaths) -> str:
-    """Returns the `model` setting the vault's index was built with ("" before the first compile,
-    or for a state from an engram that did not record it).
-
-    Every command asks this before it starts (compiler.cli.common.vault_and_settings), so it reads
-    the few bytes of the state's head (`head_path`), not the state: parsing a 10,000-note state.json
-    (25 MB) took 1.3 s of a cold `engram search`. A state without a head (an older engram) is read whole.
-    """
-    if not paths.state.is_file():  # the state deleted, for a rebuild: its head says nothing any more
-        return ""
-    data = _read_json(head_path(paths.state)) or _read_json(paths.state)
-    setting = data.get("model_setting", "") if data.get("version") == STATE_VERSION else ""
-    return setting if isinstance(setting, str) else ""
-
-
-def head_path(state: Path) -> Path:
-    """Returns where the state's head lives: its version and model setting, beside it."""
-    return state.with_name("state-head.json")
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    """Returns the JSON object in `path`, or {} when it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def save_state(path: Path, state: BuildState) -> bool:
     """Writes the state when it changed, and its head when that changed; returns whether the state was written."""
-    head = json.dumps({"version": STATE_VERSION, "model": state.model, "model_setting": state.model_setting},
-                      sort_keys=True).encode("utf-8")
+    head = head_bytes(state.model, state.model_setting)
     if _read_bytes(head_path(path)) != head:  # first: the indexes already hold this model's vectors
         atomic_write(head_path(path), head)
     data = state.to_json().encode("utf-8")

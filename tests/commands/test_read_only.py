@@ -106,10 +106,25 @@ def test_vector_searches_load_no_lock_library(compiled: Path, command: list[str]
 
 
 @pytest.mark.integration
+def test_a_memory_write_takes_the_writer_lock_without_the_lock_library(compiled: Path) -> None:
+    """The writer lock is one `flock` (compiler.core.lock): filelock, whose import cost a cold
+    `engram memory add` 0.02-0.03 s, is only for exporting the model or saving its optimized copy."""
+    assert loaded_modules(compiled, ["memory", "add", "Rollbacks are announced in #ops."], {"filelock"}) == ([], 0)
+
+
+@pytest.mark.integration
 def test_keyword_search_loads_no_numeric_library(compiled: Path) -> None:
     """`engram search` needs neither numpy nor the vector store: its cold start is the yardstick
     the model commands are measured against (benchmarks/cold.py)."""
     assert loaded_modules(compiled, ["search", "rollback"], {"numpy", "chromadb", "networkx"}) == ([], 0)
+
+
+@pytest.mark.integration
+def test_keyword_search_reads_the_state_head_without_the_build_states_module(compiled: Path) -> None:
+    """Which model built the index comes from compiler.commands.state_head (json only): the build
+    state's module and its note records stay out of a cold `engram search`."""
+    assert loaded_modules(compiled, ["search", "rollback"], {"compiler.commands.build_state", "compiler.notes.records"}) \
+        == ([], 0)
 
 
 def chroma_ids(vault: Path, name: str) -> set[str]:

@@ -7,8 +7,8 @@ import json
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.commands.build_state import head_path, recorded_model
 from compiler.commands.compile import VaultPaths, compile_vault
+from compiler.commands.state_head import head_path, recorded_model
 from compiler.core.settings import Settings
 
 NOTES = {"Deploy.md": "# Deploy\n\nWe deploy with blue-green releases.\n"}

@@ -69,6 +69,23 @@ def test_the_optimized_copy_gives_the_exported_files_vectors_to_the_bit(exported
         assert np.array_equal(sentence, their_sentence)
 
 
+def test_the_copy_keeps_the_packed_weights_and_is_made_again_for_another_cpu(exported: Path) -> None:
+    sha = recorded_sha256(exported)
+    graph = optimized_model(exported, sha)
+    assert graph is not None
+    weights = graph.with_name(WEIGHTS)
+    # The MatMul weights as the CPU kernels pack them, beside the originals: more bytes than the export holds.
+    assert weights.stat().st_size > exported.stat().st_size
+    record_file = graph.with_name(RECORD)
+    record = json.loads(record_file.read_text())
+    assert record["cpu"] == onnx_optimized.cpu_signature()
+    inode = weights.stat().st_ino
+    record_file.write_text(json.dumps({**record, "cpu": "another-machine"}))  # a cache shared with another CPU
+    assert optimized_model(exported, sha) == graph
+    assert weights.stat().st_ino != inode  # made again, on this CPU, and checked against the export again
+    assert json.loads(record_file.read_text())["cpu"] == onnx_optimized.cpu_signature()
+
+
 def test_a_copy_with_new_mtimes_is_hashed_and_kept(exported: Path) -> None:
     sha = recorded_sha256(exported)
     graph = optimized_model(exported, sha)
