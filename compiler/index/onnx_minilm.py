@@ -63,6 +63,11 @@ class OnnxEmbedder:
         onnx_file = cached_onnx(identity) or ensure_onnx(model_dir, identity)
         return cls(onnx_file, model_dir, identity)
 
+    def pieces(self, texts: Sequence[str]) -> list[int]:
+        """Returns each text's number of word pieces, [CLS] and [SEP] included (after truncation):
+        the length compiler.index.embedder.batch_order sorts a compile's texts by."""
+        return [len(e.ids) for e in self._tokenizer.encode_batch([text.strip() for text in texts])]
+
     def _batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], list[Any], np.ndarray, np.ndarray]]:
         """Yields the texts' positions, encodings, attention mask and last hidden state, batch by batch.
 
