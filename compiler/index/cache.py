@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.core.derived_sqlite import connect_derived, connect_readonly
 from compiler.core.errors import DERIVED, full_disk_guard
-from compiler.index.embedder import Embedder
+from compiler.index.embedder import Embedder, batch_order
 
 WRITE_BATCH = 128  # texts embedded per cache write: progress and a crash-safe cache every few seconds
 
@@ -77,9 +77,7 @@ def embed_with_cache(texts: Sequence[str], embedder_factory: Callable[[], Embedd
     missing = {h: t for h, t in zip(hashes, texts) if h not in known}
     if missing:
         embedder = embedder_factory()
-        # Similar lengths batch together (less padding, ~10% faster); the hash breaks ties, so
-        # batches never depend on walk order.
-        todo = sorted(missing, key=lambda h: (len(missing[h]), h))
+        todo = batch_order(embedder, missing)  # similar lengths together: less padding
         for start in range(0, len(todo), WRITE_BATCH):
             batch = todo[start:start + WRITE_BATCH]
             vectors = embedder.embed([missing[h] for h in batch])

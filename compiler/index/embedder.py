@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from compiler.core.errors import ModelLoadError, StorageFullError
@@ -39,6 +39,17 @@ def embed_query(embedder: Embedder, text: str) -> np.ndarray:
     prefixes (E5) provide their own `embed_query`; for the others a query is a text like any."""
     own = getattr(embedder, "embed_query", None)
     return own(text) if own else embedder.embed([text])[0]
+
+
+def batch_order(embedder: Embedder, texts: Mapping[str, str]) -> list[str]:
+    """Returns the keys of `texts` ({key: text}) in the order to embed them: similar lengths side by
+    side, so a batch pads little; the key breaks ties, so batches never depend on walk order. The
+    length is the model's own count of pieces when it gives one (`pieces`): a batch of `WRITE_BATCH`
+    texts cut from a character order still mixed short and long inputs (onnx_minilm)."""
+    keys = list(texts)
+    count = getattr(embedder, "pieces", None)
+    lengths = count([texts[k] for k in keys]) if count else [len(texts[k]) for k in keys]
+    return [key for _, key in sorted(zip(lengths, keys))]
 
 
 def model_identity(model: str) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 
 from compiler.index.blas import one_thread
 from compiler.index.cache import EmbeddingCache, text_hash
-from compiler.index.embedder import Embedder
+from compiler.index.embedder import Embedder, batch_order
 from compiler.index.keywords import STOPWORDS
 
 NEAR, FAR = 0.8, 0.7  # how much a neighbour one / two places away counts against the memory itself
@@ -67,10 +67,10 @@ def cache_token_vectors(texts: Iterable[str], tokens: EmbeddingCache, vectors: E
     vectors from the same forward pass; returns how many texts that was (0 if the model has no
     token vectors). The model is only loaded (through `embedder`) when some text is missing."""
     by_hash = {text_hash(t): t for t in texts}
-    # Similar lengths batch together (less padding); the hash breaks ties.
-    missing = sorted(set(by_hash) - tokens.known(identity, list(by_hash)), key=lambda h: (len(by_hash[h]), h))
-    if not missing or not supports(model := embedder()):
+    unknown = set(by_hash) - tokens.known(identity, list(by_hash))
+    if not unknown or not supports(model := embedder()):
         return 0
+    missing = batch_order(model, {h: by_hash[h] for h in unknown})  # similar lengths together: less padding
     for start in range(0, len(missing), BATCH):
         batch = missing[start:start + BATCH]
         embedded = model.embed_tokens([by_hash[h] for h in batch])

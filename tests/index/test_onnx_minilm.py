@@ -4,6 +4,7 @@ commands that answer a query or store a memory without importing torch."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shutil
@@ -62,6 +63,44 @@ def test_onnx_vectors_equal_sentence_transformers(onnx: OnnxEmbedder) -> None:
             assert float(np.min(np.sum(tokens * their_tokens, axis=1))) >= 0.9999
         assert float(sentence @ their_sentence) >= 0.9999
         assert float(sentence @ vector) >= 0.9999  # one forward pass gives both, as `embed` does
+
+
+class RecordingSession:
+    """The real session, noting the width (pieces) of each batch it runs."""
+
+    def __init__(self, session: object) -> None:
+        self.session, self.widths = session, []
+
+    def run(self, outputs: list[str], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.widths.append(inputs["input_ids"].shape[1])
+        return self.session.run(outputs, inputs)  # type: ignore[attr-defined]
+
+
+@pytest.mark.integration
+def test_texts_are_batched_by_their_pieces_not_their_characters(onnx: OnnxEmbedder,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Characters interleave the two kinds (one CJK character is one piece, "the " four characters
+    # are one piece): batched by characters, every batch of 32 would hold CJK texts and be ~70 wide.
+    cjk = ["语" * n for n in range(40, 72)]  # 40-71 characters, 42-73 pieces
+    english = [("the " * (n // 4)).strip() for n in range(41, 73)]  # 39-71 characters, 12-20 pieces
+    texts = [text for pair in zip(cjk, english) for text in pair]
+    expected = onnx.embed(texts)
+    recorder = RecordingSession(onnx._session)
+    monkeypatch.setattr(onnx, "_session", recorder)
+    assert np.allclose(onnx.embed(texts), expected, atol=1e-6)
+    assert recorder.widths == [20, 73]  # the English batch padded to its own longest, then the CJK one
+
+
+@pytest.mark.integration
+def test_the_exported_graph_is_fused(onnx: OnnxEmbedder) -> None:
+    import onnx as onnx_package
+
+    exported = onnx_export.cached_onnx(minilm_identity(BUNDLED_MODEL))
+    assert exported is not None
+    nodes = collections.Counter(node.op_type for node in onnx_package.load(str(exported)).graph.node)
+    # one Attention node a layer (ONNX Runtime's BERT fusion), no loose Softmax or Erf left behind
+    assert nodes["Attention"] == 6 and nodes["EmbedLayerNormalization"] == 1
+    assert nodes["Softmax"] == 0 and nodes["Erf"] == 0
 
 
 @pytest.mark.integration
