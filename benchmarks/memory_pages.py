@@ -1,4 +1,4 @@
-"""A compile that runs at N memories: `python benchmarks/memory_pages.py [--memories 50000] [--json]`.
+"""A compile that runs at N memories: `python benchmarks/memory_pages.py [--memories 50000] [--json] [--keep DIR]`.
 
 Stores bench_memory.py's synthetic memories with the hashing embedder of the unit tests (what a
 compile costs besides embedding does not depend on the model), compiles once, then times, in
@@ -38,14 +38,17 @@ def timed_compile(vault: Path, embedder: FakeEmbedder) -> dict[str, Any]:
 
 
 def run(count: int, vault: Path) -> dict[str, Any]:
-    (vault / ".obsidian").mkdir(parents=True)
-    (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')  # pinned: the pages do not move by the day
     embedder = FakeEmbedder()
-    log(f"storing {count} memories (hashing embedder)")
-    with VaultMemory(vault, load_settings(vault), embedder=embedder) as memories:
-        items = synthetic_memories(count)
-        for start in range(0, count, CHUNK):
-            write_memories(memories, items[start:start + CHUNK])
+    if (vault / "engram.toml").is_file():
+        log(f"reusing the memories stored in {vault}")
+    else:
+        (vault / ".obsidian").mkdir(parents=True)
+        (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')  # pinned: the pages do not move by the day
+        log(f"storing {count} memories (hashing embedder)")
+        with VaultMemory(vault, load_settings(vault), embedder=embedder) as memories:
+            items = synthetic_memories(count)
+            for start in range(0, count, CHUNK):
+                write_memories(memories, items[start:start + CHUNK])
     log("first compile")
     first = timed_compile(vault, embedder)
     log("one memory added, compile")
@@ -62,9 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=50_000, help="memories stored (default 50000)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="build the vault in DIR and leave it there, to profile; a DIR that holds one "
+                             "from an earlier run is reused (its memories, plus one more)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="engram-memory-pages-") as workdir:
-        figures = run(args.memories, Path(workdir) / "vault")
+    if args.keep:
+        figures = run(args.memories, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="engram-memory-pages-") as workdir:
+            figures = run(args.memories, Path(workdir) / "vault")
     if args.json:
         print(json.dumps(figures, indent=2, sort_keys=True))
     else:
