@@ -183,10 +183,12 @@ def test_a_compile_on_a_later_day_archives_what_faded_though_nothing_changed(mak
         store_memory(memories, MemoryInput("The payments API runs on PostgreSQL 16", project="payments",
                                            category="strategy", importance=1.0))
     first = compile_vault(vault, Settings(), embedder=fake_embedder)
-    assert first.memories["archived"] == 0
+    assert first.memories["archived"] == 0 and first.memories["maintenance"]["reconsidered"] == 2
     monkeypatch.setattr(clock, "utc_now", lambda: start + timedelta(days=30))
     later = compile_vault(vault, Settings(), embedder=fake_embedder)
     assert later.memories["archived"] == 1
+    # maintenance was due by time alone: it ran, and asked the index nothing (no vector moved)
+    assert later.memories["maintenance"]["reconsidered"] == 0 and not later.memories["maintenance"].get("skipped")
     assert fading in (vault / "_engram/memory/archive.md").read_text()
     shutil.rmtree(vault / ".engram/cache")  # a full rebuild on that day agrees
     assert compile_vault(vault, Settings(), embedder=fake_embedder).memories["archived"] == 1
