@@ -37,7 +37,7 @@ from compiler.memory.snapshot import EventSet
 CONSOLIDATED_KINDS = ("memory", "failure")
 NEIGHBOURS = 10
 SLACK = 1e-5  # a·b and b·a, computed in other orders, may differ in the last bits: ask a little wider
-VERSION = "1"  # of what the tables hold: another value starts over
+VERSION = "2"  # of what the tables hold: another value starts over
 
 Pair = tuple[str, str]
 
@@ -62,7 +62,9 @@ class ClosePairs:
             self._db.executescript(
                 "CREATE TABLE IF NOT EXISTS close_meta (key TEXT PRIMARY KEY, value TEXT);"
                 "CREATE TABLE IF NOT EXISTS close_rows (id TEXT PRIMARY KEY, sig TEXT);"
-                "CREATE TABLE IF NOT EXISTS close_pairs (a TEXT, b TEXT, PRIMARY KEY (a, b)) WITHOUT ROWID;"
+                # grouped: b may fold with a (a candidate of a's project, category and kind); the
+                # other pairs matter only for knowing whom a change concerns
+                "CREATE TABLE IF NOT EXISTS close_pairs (a TEXT, b TEXT, grouped INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID;"
                 "CREATE INDEX IF NOT EXISTS close_pairs_b ON close_pairs (b);")
 
     def __enter__(self) -> ClosePairs:
@@ -74,7 +76,8 @@ class ClosePairs:
     def current(self, vectors: Any, indexed: Mapping[str, Observation], events: EventSet,
                 threshold: float, fingerprint: str) -> tuple[list[Pair], int]:
         """Returns every (memory, close neighbour) pair of the `indexed` memories as the index holds
-        them now, and how many memories were asked for their neighbours to find them."""
+        them now that may fold together (same project, category and kind; both candidates), and
+        how many memories were asked for their neighbours to find them."""
         meta = dict(self._db.execute("SELECT key, value FROM close_meta"))
         fingerprint = f"{VERSION}:{fingerprint}:{threshold!r}:{NEIGHBOURS}"
         # One transaction: the pairs, the signatures they reflect and the event key change together
@@ -86,16 +89,16 @@ class ClosePairs:
                 asked = self._patch(vectors, indexed, self._changed(indexed, _named_since(events, meta)), threshold)
             self._db.executemany("INSERT OR REPLACE INTO close_meta (key, value) VALUES (?, ?)",
                                  [("fingerprint", fingerprint), *_event_key(events).items()])
-        return list(self._db.execute("SELECT a, b FROM close_pairs ORDER BY a, b")), asked
+        return list(self._db.execute("SELECT a, b FROM close_pairs WHERE grouped ORDER BY a, b")), asked
 
     def _start_over(self, vectors: Any, indexed: Mapping[str, Observation], threshold: float) -> int:
         """Asks every candidate (the full run); returns how many were asked."""
         sources = sorted(i for i, o in indexed.items() if is_candidate(o))
-        pairs = _ask(vectors, sources, threshold)
+        pairs = _ask(vectors, indexed, sources, threshold)
         for table in ("close_pairs", "close_rows", "close_meta"):
             self._db.execute(f"DELETE FROM {table}")
         self._db.executemany("INSERT INTO close_rows (id, sig) VALUES (?, ?)", ((i, signature(o)) for i, o in indexed.items()))
-        self._db.executemany("INSERT INTO close_pairs (a, b) VALUES (?, ?)", pairs)
+        self._db.executemany("INSERT INTO close_pairs (a, b, grouped) VALUES (?, ?, ?)", pairs)
         return len(sources)
 
     def _changed(self, indexed: Mapping[str, Observation], named: set[str] | None) -> set[str]:
@@ -118,22 +121,29 @@ class ClosePairs:
         present = sorted(i for i in changed if i in indexed)
         affected.update(i for i in _within(vectors, present, threshold - SLACK) if i in indexed)
         sources = sorted(i for i in affected if i in indexed and is_candidate(indexed[i]))
-        pairs = _ask(vectors, sources, threshold)
+        pairs = _ask(vectors, indexed, sources, threshold)
         self._db.executemany("DELETE FROM close_pairs WHERE a = ?", ((i,) for i in sorted(affected)))
-        self._db.executemany("INSERT INTO close_pairs (a, b) VALUES (?, ?)", pairs)
+        self._db.executemany("INSERT INTO close_pairs (a, b, grouped) VALUES (?, ?, ?)", pairs)
         self._db.executemany("DELETE FROM close_rows WHERE id = ?", ((i,) for i in sorted(changed)))
         self._db.executemany("INSERT INTO close_rows (id, sig) VALUES (?, ?)", ((i, signature(indexed[i])) for i in present))
         return len(sources)
 
 
-def _ask(vectors: Any, sources: Sequence[str], threshold: float) -> list[Pair]:
-    """Returns (source, other) for each of the NEIGHBOURS nearest rows of each source at ≥ threshold."""
+def _ask(vectors: Any, indexed: Mapping[str, Observation], sources: Sequence[str],
+         threshold: float) -> list[tuple[str, str, bool]]:
+    """Returns (source, other, grouped) for each of the NEIGHBOURS nearest rows of each source at ≥ threshold."""
     stored = vectors.vectors(sources)
     asked = [i for i in sources if i in stored]
     if not asked:
         return []
     found = vectors.query_many(np.vstack([stored[i] for i in asked]), NEIGHBOURS)
-    return [(i, other) for i, hits in zip(asked, found) for other, cosine in hits if other != i and cosine >= threshold]
+    return [(i, other, other in indexed and _foldable(indexed[i], indexed[other]))
+            for i, hits in zip(asked, found) for other, cosine in hits if other != i and cosine >= threshold]
+
+
+def _foldable(a: Observation, b: Observation) -> bool:
+    """True when consolidation may fold `b` with `a`: a candidate of the same project, category and kind."""
+    return is_candidate(b) and (a.project, a.category, a.kind) == (b.project, b.category, b.kind)
 
 
 def _within(vectors: Any, ids: Sequence[str], threshold: float) -> set[str]:

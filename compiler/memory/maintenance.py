@@ -21,7 +21,7 @@ from compiler.core.clock import format_time, parse_time
 from compiler.core.files import atomic_write
 from compiler.core.lock import writer_lock
 from compiler.events.journal import MemoryEvent, new_id
-from compiler.memory.close_pairs import ClosePairs, is_candidate
+from compiler.memory.close_pairs import ClosePairs
 from compiler.memory.index import KEYWORDS_FILE
 from compiler.memory.model import Observation, archived
 from compiler.memory.snapshot import Memories
@@ -78,13 +78,9 @@ def find_clusters(vault: VaultMemory, memories: Memories) -> tuple[list[list[str
     with ClosePairs(vault.engram / "cache" / KEYWORDS_FILE) as close:
         pairs, asked = close.current(vault.index().vectors, live, memories.events,
                                      vault.settings.consolidate_min, vault.identity)
-    pairs = [(a, b) for a, b in pairs if a in live and b in live and is_candidate(live[b]) and _same_group(live[a], live[b])]
+    pairs = [(a, b) for a, b in pairs if a in live and b in live]  # grouped when asked (close_pairs)
     members = sorted({i for pair in pairs for i in pair})
     return _components(members, members, pairs), asked
-
-
-def _same_group(a: Observation, b: Observation) -> bool:
-    return (a.project, a.category, a.kind) == (b.project, b.category, b.kind)
 
 
 def _components(members: list[str], ids: list[str], pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
