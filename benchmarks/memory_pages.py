@@ -3,7 +3,9 @@
 Stores bench_memory.py's synthetic memories with the hashing embedder of the unit tests (what a
 compile costs besides embedding does not depend on the model), compiles once, then times, in
 process: a compile after one more memory was stored (`engram memory add`), how many memory pages
-it rendered and wrote, and the no-op compile after it. Nothing here asserts a time.
+it rendered and wrote, the no-op compile after it, and maintenance alone (`engram maintain`)
+after one more memory, with how many memories it asked the index about again. Nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from benchmarks.bench_memory import CHUNK, synthetic_memories  # noqa: E402
 from compiler.commands.compile import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
+from compiler.memory.maintenance import run_maintenance  # noqa: E402
 from compiler.memory.vault import VaultMemory  # noqa: E402
 from compiler.memory.write import store_memory, write_memories  # noqa: E402
 from tests.conftest import FakeEmbedder  # noqa: E402
@@ -57,8 +60,15 @@ def run(count: int, vault: Path) -> dict[str, Any]:
     added = timed_compile(vault, embedder)
     log("no-op compile")
     noop = timed_compile(vault, embedder)
+    log("one more memory added, maintenance alone")
+    with VaultMemory(vault, load_settings(vault), embedder=embedder) as memories:
+        store_memory(memories, MemoryInput(content="The quota service pages on-call after two failed retries.",
+                                           project="project-05"))
+        cpu = time.process_time()
+        report = run_maintenance(memories)
+        maintained = {"cpu_s": round(time.process_time() - cpu, 2), "reconsidered": report.get("reconsidered")}
     return {"memories": count, "first_compile": first, "after_one_add": added, "noop": noop,
-            "load_avg": round(os.getloadavg()[0], 2)}
+            "maintenance_after_one_add": maintained, "load_avg": round(os.getloadavg()[0], 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         added, noop = figures["after_one_add"], figures["noop"]
         print(f"{figures['memories']} memories ({added['live']} live): compile after one memory added "
               f"{added['cpu_s']:.2f} s CPU / {added['s']:.2f} s wall, {added['rendered']} memory pages rendered, "
-              f"{added['written']} written · no-op {noop['cpu_s']:.2f} s CPU · load {figures['load_avg']}")
+              f"{added['written']} written · no-op {noop['cpu_s']:.2f} s CPU · maintenance after one more memory "
+              f"{figures['maintenance_after_one_add']['cpu_s']:.2f} s CPU · load {figures['load_avg']}")
     return 0
 
 
