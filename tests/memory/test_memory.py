@@ -197,8 +197,9 @@ def test_archived_protects_exactly_what_the_association_graph_protects():
     rng = random.Random(3)
     ids = [f"m{i}" for i in range(300)]
     state = {i: Observation(id=i, project="p", title=i, content=i, category=rng.choice(["fact", "failure"]),
-                            kind=rng.choice(["memory", "memory", "progress"]), importance=rng.uniform(0.05, 1.0),
-                            created_at=f"2026-{rng.randint(1, 11):02d}-01 00:00:00",
+                            kind=rng.choice(["memory", "memory", "progress"]), importance=rng.uniform(0.01, 1.0),
+                            recall_count=rng.choice([0, 0, 1, 4]), floor=rng.choice([0.0, 0.0, 0.0, 0.06]),
+                            created_at=f"2026-{rng.randint(1, 11):02d}-{rng.randint(1, 28):02d} 00:00:00",
                             links=tuple((rng.choice(ids), 0.3) for _ in range(rng.randint(0, 3))),
                             deleted_at=rng.choice(["", "", "", "2026-11-01 00:00:00"])) for i in ids}
     strength = {i: o.strength(NOW) for i, o in state.items() if o.live}
@@ -207,6 +208,11 @@ def test_archived_protects_exactly_what_the_association_graph_protects():
                 and not any(strength.get(n, 0.0) >= STRONG_NEIGHBOUR for n in graph.get(i, {}))}
     assert expected and expected != {i for i, s in strength.items() if s < PRUNE_BELOW}  # both cases occur
     assert archived(state, NOW) == expected
+    # a memory a second either side of the instant it fades: the closed form only preselects
+    edge = next(o for o in state.values() if o.live and o.kind == "memory" and -math.inf < o.fades_at < math.inf)
+    for seconds in (-1, 0, 1):
+        moment = datetime.fromtimestamp(round(edge.fades_at) + seconds, timezone.utc)
+        assert (edge.id in archived({edge.id: edge}, moment)) == (edge.strength(moment) < PRUNE_BELOW)
 
 
 def test_consolidation_folds_near_duplicates_into_the_most_important(vault, fake_embedder):
