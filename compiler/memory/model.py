@@ -78,16 +78,25 @@ class Observation:
 
     @cached_property
     def fades_at(self) -> float:
-        """When (POSIX seconds) its strength falls below PRUNE_BELOW: −inf when it always was below,
-        inf when it never will be. Strength only decays until a new event, which makes another
-        Observation: so `archived` compares one number per memory instead of computing each strength."""
+        """When (POSIX seconds) its strength falls below PRUNE_BELOW (see `falls_below_at`)."""
+        return self.falls_below_at(PRUNE_BELOW)
+
+    @cached_property
+    def strong_until(self) -> float:
+        """When (POSIX seconds) its strength falls below STRONG_NEIGHBOUR (see `falls_below_at`)."""
+        return self.falls_below_at(STRONG_NEIGHBOUR)
+
+    def falls_below_at(self, level: float) -> float:
+        """Returns when (POSIX seconds) its strength falls below `level` (< 1): −inf when it always
+        was below, inf when it never will be. Strength only decays until the next event, which makes
+        another Observation: so the archive compares one number per memory, not a strength each."""
         base, rate = self.importance * (1.0 + 0.2 * self.recall_count), decay_rate(self.category, self.importance)
-        if self.floor >= PRUNE_BELOW or (rate <= 0 and base >= PRUNE_BELOW):
+        if self.floor >= level or (rate <= 0 and base >= level):
             return math.inf
-        if base < PRUNE_BELOW:
+        if base < level:
             return -math.inf
         start = parse_time(self.reinforced_at or self.created_at).timestamp()
-        return start + math.log(base / PRUNE_BELOW) / rate * 86400
+        return start + math.log(base / level) / rate * 86400
 
     def strength(self, now: datetime) -> float:
         """Returns the memory's strength (0..1) at `now`."""
@@ -261,17 +270,22 @@ def archived(observations: Mapping[str, Observation], now: datetime) -> set[str]
 
     Protected: linked (either way) to a live memory at least STRONG_NEIGHBOUR strong (chain
     protection), or a live progress record / handoff (engineering state does not fade while it
-    is current). Each memory's fading instant (`fades_at`) picks the few that may be weak, whose
-    strength is then computed as everywhere else; only the links touching those are looked at.
+    is current). Each memory's instants (`fades_at`, `strong_until`) answer both questions; the
+    strength itself is computed only within a second of one, where the closed form's float error
+    could answer otherwise than `strength` does everywhere else.
     """
-    moment = now.timestamp() + 1.0  # a second of margin over the float error of the closed form
+    moment = now.timestamp()
+
+    def below(obs: Observation, at: float, level: float) -> bool:
+        return at < moment - 1.0 or (at <= moment + 1.0 and obs.strength(now) < level)
+
     weak = {i for i, o in observations.items() if o.live and o.kind in ("memory", "failure")
-            and o.fades_at <= moment and o.strength(now) < PRUNE_BELOW}
+            and below(o, o.fades_at, PRUNE_BELOW)}
     if not weak:
         return weak
 
     def strong(obs: Observation | None) -> bool:
-        return obs is not None and obs.live and obs.strength(now) >= STRONG_NEIGHBOUR
+        return obs is not None and obs.live and not below(obs, obs.strong_until, STRONG_NEIGHBOUR)
 
     kept = set()
     for memory_id, obs in observations.items():
