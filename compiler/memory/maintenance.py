@@ -80,11 +80,12 @@ def find_clusters(vault: VaultMemory, memories: Memories) -> tuple[list[list[str
                                      vault.settings.consolidate_min, vault.identity)
     pairs = [(a, b) for a, b in pairs if a in live and b in live]  # grouped when asked (close_pairs)
     members = sorted({i for pair in pairs for i in pair})
-    return _components(members, members, pairs), asked
+    return _components(members, pairs), asked
 
 
-def _components(members: list[str], ids: list[str], pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
-    """Returns the groups (2+, sorted) of `ids` that `pairs` connect, by union-find over `members`."""
+def _components(members: list[str], pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """Returns the groups (2+, sorted, in the order of their first member in `members`) of the
+    `members` that `pairs` connect, by union-find."""
     parent = {i: i for i in members}
 
     def root(i: str) -> str:
@@ -96,7 +97,7 @@ def _components(members: list[str], ids: list[str], pairs: Iterable[tuple[str, s
     for a, b in pairs:
         parent[root(b)] = root(a)
     groups: dict[str, list[str]] = {}
-    for memory_id in ids:
+    for memory_id in members:
         groups.setdefault(root(memory_id), []).append(memory_id)
     return [sorted(g) for g in groups.values() if len(g) > 1]
 
