@@ -75,35 +75,6 @@ class Observation:
     def live(self) -> bool:
         return not self.deleted_at and not self.absorbed_into
 
-    @property
-    def fades_at(self) -> float:
-        """When (POSIX seconds) its strength falls below PRUNE_BELOW (see `falls_below_at`)."""
-        return self._instant("_fades_at", PRUNE_BELOW)
-
-    @property
-    def strong_until(self) -> float:
-        """When (POSIX seconds) its strength falls below STRONG_NEIGHBOUR (see `falls_below_at`)."""
-        return self._instant("_strong_until", STRONG_NEIGHBOUR)
-
-    def _instant(self, name: str, level: float) -> float:
-        # Kept on the instance, as functools.cached_property would, without its lock (3.11: a third of the cost).
-        found = self.__dict__.get(name)
-        if found is None:
-            found = self.__dict__[name] = self.falls_below_at(level)
-        return found
-
-    def falls_below_at(self, level: float) -> float:
-        """Returns when (POSIX seconds) its strength falls below `level` (< 1): −inf when it always
-        was below, inf when it never will be. Strength only decays until the next event, which makes
-        another Observation: so the archive compares one number per memory, not a strength each."""
-        base, rate = self.importance * (1.0 + 0.2 * self.recall_count), decay_rate(self.category, self.importance)
-        if self.floor >= level or (rate <= 0 and base >= level):
-            return math.inf
-        if base < level:
-            return -math.inf
-        start = parse_time(self.reinforced_at or self.created_at).timestamp()
-        return start + math.log(base / level) / rate * 86400
-
     def strength(self, now: datetime) -> float:
         """Returns the memory's strength (0..1) at `now`."""
         days = max(0.0, (now - parse_time(self.reinforced_at or self.created_at)).total_seconds() / 86400)
@@ -276,29 +247,20 @@ def archived(observations: Mapping[str, Observation], now: datetime) -> set[str]
 
     Protected: linked (either way) to a live memory at least STRONG_NEIGHBOUR strong (chain
     protection), or a live progress record / handoff (engineering state does not fade while it
-    is current). Each memory's instants (`fades_at`, `strong_until`) answer both questions; the
-    strength itself is computed only within a second of one, where the closed form's float error
-    could answer otherwise than `strength` does everywhere else.
+    is current). Only the links touching a weak memory are looked at: building the whole
+    association graph for it was most of its cost at 50,000 memories.
     """
-    moment = now.timestamp()
-
-    def below(obs: Observation, at: float, level: float) -> bool:
-        return at < moment - 1.0 or (at <= moment + 1.0 and obs.strength(now) < level)
-
-    weak = {i for i, o in observations.items() if o.live and o.kind in ("memory", "failure")
-            and below(o, o.fades_at, PRUNE_BELOW)}
+    strength = {i: o.strength(now) for i, o in observations.items() if o.live}
+    weak = {i for i, s in strength.items() if s < PRUNE_BELOW and observations[i].kind in ("memory", "failure")}
     if not weak:
         return weak
-
-    def strong(obs: Observation | None) -> bool:
-        return obs is not None and obs.live and not below(obs, obs.strong_until, STRONG_NEIGHBOUR)
-
+    strong = {i for i, s in strength.items() if s >= STRONG_NEIGHBOUR}
     kept = set()
     for memory_id, obs in observations.items():
         for other, _ in obs.links:
-            if memory_id in weak and strong(observations.get(other)):
+            if memory_id in weak and other in strong:
                 kept.add(memory_id)
-            elif other in weak and strong(obs):
+            elif other in weak and memory_id in strong:
                 kept.add(other)
     return weak - kept
 

@@ -208,11 +208,6 @@ def test_archived_protects_exactly_what_the_association_graph_protects():
                 and not any(strength.get(n, 0.0) >= STRONG_NEIGHBOUR for n in graph.get(i, {}))}
     assert expected and expected != {i for i, s in strength.items() if s < PRUNE_BELOW}  # both cases occur
     assert archived(state, NOW) == expected
-    # a memory a second either side of the instant it fades: the closed form only preselects
-    edge = next(o for o in state.values() if o.live and o.kind == "memory" and -math.inf < o.fades_at < math.inf)
-    for seconds in (-1, 0, 1):
-        moment = datetime.fromtimestamp(round(edge.fades_at) + seconds, timezone.utc)
-        assert (edge.id in archived({edge.id: edge}, moment)) == (edge.strength(moment) < PRUNE_BELOW)
 
 
 def test_consolidation_folds_near_duplicates_into_the_most_important(vault, fake_embedder):
