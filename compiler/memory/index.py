@@ -27,6 +27,7 @@ from compiler.index.vector_index import open_vectors
 from compiler.memory.model import Observation
 
 COLLECTION = "memories"
+KEYWORDS_FILE = "memories.sqlite"  # in the cache folder: the keyword index, and maintenance's close pairs
 
 
 def memory_text(obs: Observation) -> str:
@@ -230,7 +231,7 @@ class MemoryIndex:
 
     def __init__(self, cache_dir: Path, chroma_url: str = "") -> None:
         self.vectors = open_vectors(cache_dir, chroma_url, COLLECTION)  # the flat store unless a Chroma server
-        self.keywords = MemoryKeywordIndex(cache_dir / "memories.sqlite")
+        self.keywords = MemoryKeywordIndex(cache_dir / KEYWORDS_FILE)
         self.embeddings = EmbeddingCache(cache_dir / "embeddings.sqlite")
         self.tokens = EmbeddingCache(cache_dir / "embeddings.sqlite", late_interaction.TABLE, np.int8)
 

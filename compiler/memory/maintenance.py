@@ -1,7 +1,8 @@
 """Maintenance: consolidate near-duplicate memories and archive the ones that faded.
 
 Consolidation clusters live memories of the same project, category and kind whose cosine is at
-least `consolidate_min` (neighbours found through the vector index, never all pairs) and folds
+least `consolidate_min` (neighbours found through the vector index, never all pairs, and asked
+again only for the memories that changed: compiler.memory.close_pairs) and folds
 each cluster into its most important member: a `consolidate` event on the keeper (it gains the
 others' sources) and one on each absorbed memory (it points at the keeper, stays restorable).
 Progress records and handoffs are never consolidated. Pruning is not an event: a memory whose
@@ -16,26 +17,27 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from compiler.core.clock import format_time, parse_time
 from compiler.core.files import atomic_write
 from compiler.core.lock import writer_lock
 from compiler.events.journal import MemoryEvent, new_id
+from compiler.memory.close_pairs import ClosePairs
+from compiler.memory.index import KEYWORDS_FILE
 from compiler.memory.model import Observation, archived
+from compiler.memory.snapshot import Memories
 from compiler.memory.vault import VaultMemory, append_and_sync, read_memories, sync_index
 
 MAINTENANCE_FILE = "maintenance.json"  # in .engram/cache: when maintenance last ran, over which events
-CONSOLIDATED_KINDS = ("memory", "failure")
-NEIGHBOURS = 10
 
 
 def run_maintenance(vault: VaultMemory) -> dict[str, Any]:
-    """Consolidates and prunes; returns {"consolidated": n, "clusters": n, "archived": n, "at": time}."""
+    """Consolidates and prunes; returns {"consolidated": n, "clusters": n, "archived": n, "at": time,
+    "reconsidered": n} (how many memories' neighbours were looked up again: those whose own or
+    whose neighbours' inputs changed since the last run, every one on a first run)."""
     with writer_lock(vault.engram):
         memories = read_memories(vault)
         sync_index(vault, memories)  # clusters are found through the index: it must hold every memory
-        clusters = find_clusters(vault, memories.indexed)
+        clusters, reconsidered = find_clusters(vault, memories)
         at = format_time(vault.now())
         events = [event for cluster in clusters for event in consolidation_events(cluster, memories.indexed, at)]
         after = append_and_sync(vault, events)
@@ -43,7 +45,7 @@ def run_maintenance(vault: VaultMemory) -> dict[str, Any]:
         marker = {"at": at, "events": events_digest(after.events)}
         atomic_write(vault.engram / "cache" / MAINTENANCE_FILE, json.dumps(marker).encode())
     return {"clusters": len(clusters), "consolidated": sum(len(c) - 1 for c in clusters),
-            "archived": len(pruned), "at": at}
+            "archived": len(pruned), "at": at, "reconsidered": reconsidered}
 
 
 def events_digest(events: Iterable[MemoryEvent]) -> str:
@@ -68,28 +70,22 @@ def maintenance_due(vault: VaultMemory, events: Iterable[MemoryEvent]) -> bool:
     return (vault.now() - parse_time(last["at"])).total_seconds() >= vault.settings.maintenance_hours * 3600
 
 
-def find_clusters(vault: VaultMemory, live: Mapping[str, Observation]) -> list[list[str]]:
-    """Returns groups (2+ ids) of mutually reachable memories at ≥ consolidate_min, via the index."""
-    candidates = sorted(i for i, o in live.items() if o.kind in CONSOLIDATED_KINDS)
-    vectors = vault.index().vectors
-    stored = vectors.vectors(candidates)
-    ids = [i for i in candidates if i in stored]
-    if not ids:
-        return []
-    found = vectors.query_many(np.vstack([stored[i] for i in ids]), NEIGHBOURS)
-    members = set(candidates)
-    pairs = ((i, other) for i, hits in zip(ids, found) for other, cosine in hits
-             if other != i and other in members and cosine >= vault.settings.consolidate_min
-             and _same_group(live[i], live[other]))
-    return _components(candidates, ids, pairs)
+def find_clusters(vault: VaultMemory, memories: Memories) -> tuple[list[list[str]], int]:
+    """Returns the groups (2+ ids, sorted; the groups by their first) of mutually reachable memories
+    at ≥ consolidate_min, via the index (which must hold every indexed memory), and how many
+    memories were asked for their neighbours again."""
+    live = memories.indexed
+    with ClosePairs(vault.engram / "cache" / KEYWORDS_FILE) as close:
+        pairs, asked = close.current(vault.index().vectors, live, memories.events,
+                                     vault.settings.consolidate_min, vault.identity)
+    pairs = [(a, b) for a, b in pairs if a in live and b in live]  # grouped when asked (close_pairs)
+    members = sorted({i for pair in pairs for i in pair})
+    return _components(members, pairs), asked
 
 
-def _same_group(a: Observation, b: Observation) -> bool:
-    return (a.project, a.category, a.kind) == (b.project, b.category, b.kind)
-
-
-def _components(members: list[str], ids: list[str], pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
-    """Returns the groups (2+, sorted) of `ids` that `pairs` connect, by union-find over `members`."""
+def _components(members: list[str], pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """Returns the groups (2+, sorted, in the order of their first member in `members`) of the
+    `members` that `pairs` connect, by union-find."""
     parent = {i: i for i in members}
 
     def root(i: str) -> str:
@@ -101,7 +97,7 @@ def _components(members: list[str], ids: list[str], pairs: Iterable[tuple[str, s
     for a, b in pairs:
         parent[root(b)] = root(a)
     groups: dict[str, list[str]] = {}
-    for memory_id in ids:
+    for memory_id in members:
         groups.setdefault(root(memory_id), []).append(memory_id)
     return [sorted(g) for g in groups.values() if len(g) > 1]
 

@@ -35,6 +35,7 @@ class EventSet:
 
     events: Sequence[MemoryEvent] = ()  # read-only: the chunks' events, then the journal's (`Joined`)
     warnings: tuple[BuildWarning, ...] = ()
+    chunks: int = 0  # how many of `events` (the first ones) came from chunks
 
     @property
     def key(self) -> EventKey:
@@ -54,7 +55,7 @@ def read_events(engram_dir: Path) -> EventSet:
 
     chunked, chunk_warnings = read_chunk_events(engram_dir)
     journal, warnings = journal_view(engram_dir)
-    return EventSet(Joined(chunked, journal), tuple(chunk_warnings + warnings))
+    return EventSet(Joined(chunked, journal), tuple(chunk_warnings + warnings), len(chunked))
 
 
 class Joined(Sequence[MemoryEvent]):

@@ -133,7 +133,7 @@ def test_memory_tools_answer_the_library_dicts(vault):
         assert stats["live"] == 4 and stats["by_project"] == {"web": 4}
         assert stats["failures_by_severity"] == {"critical": 1}
         assert stats["active_features"][0]["status"] == "review"
-        assert set(await call("consolidate_memory", {})) == {"clusters", "consolidated", "archived", "at"}
+        assert set(await call("consolidate_memory", {})) == {"clusters", "consolidated", "archived", "at", "reconsidered"}
 
     with_session(vault, body, project="web")
 

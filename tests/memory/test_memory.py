@@ -189,6 +189,27 @@ def test_weak_memories_are_archived_unless_a_strong_neighbour_protects_them(vaul
     assert lonely["id"] in pruned and chained["id"] not in pruned and strong["id"] not in pruned
 
 
+def test_archived_protects_exactly_what_the_association_graph_protects():
+    """The archive looks only at links touching weak memories; it must decide what the whole
+    association graph decided (any link, either way, to a live memory at least 0.30 strong)."""
+    from compiler.memory.model import PRUNE_BELOW, STRONG_NEIGHBOUR, association_graph
+
+    rng = random.Random(3)
+    ids = [f"m{i}" for i in range(300)]
+    state = {i: Observation(id=i, project="p", title=i, content=i, category=rng.choice(["fact", "failure"]),
+                            kind=rng.choice(["memory", "memory", "progress"]), importance=rng.uniform(0.01, 1.0),
+                            recall_count=rng.choice([0, 0, 1, 4]), floor=rng.choice([0.0, 0.0, 0.0, 0.06]),
+                            created_at=f"2026-{rng.randint(1, 11):02d}-{rng.randint(1, 28):02d} 00:00:00",
+                            links=tuple((rng.choice(ids), 0.3) for _ in range(rng.randint(0, 3))),
+                            deleted_at=rng.choice(["", "", "", "2026-11-01 00:00:00"])) for i in ids}
+    strength = {i: o.strength(NOW) for i, o in state.items() if o.live}
+    graph = association_graph(state)
+    expected = {i for i, s in strength.items() if s < PRUNE_BELOW and state[i].kind in ("memory", "failure")
+                and not any(strength.get(n, 0.0) >= STRONG_NEIGHBOUR for n in graph.get(i, {}))}
+    assert expected and expected != {i for i, s in strength.items() if s < PRUNE_BELOW}  # both cases occur
+    assert archived(state, NOW) == expected
+
+
 def test_consolidation_folds_near_duplicates_into_the_most_important(vault, fake_embedder):
     with open_memory(vault, fake_embedder, reinforce_min=1.1, merge_min=1.1, consolidate_min=0.8) as memories:
         keep = store_memory(memories, MemoryInput("Redis cache keys expire after one hour", project="api",

@@ -1,0 +1,189 @@
+"""The close pairs consolidation starts from, kept in the memory index and brought up to date
+for only the memories that changed since they were last found.
+
+A full run asks the vector index, for every memory of a consolidated kind, its NEIGHBOURS nearest
+rows and keeps those at ≥ `consolidate_min`: at 50,000 memories that is 50,000 queries (39 s of
+CPU) after one memory was added. The answer of one query depends only on the rows at ≥ that
+cosine from the memory asked about, so after a change only these memories can have another one:
+
+- a memory whose own vector, group or liveness changed (its signature),
+- a memory that listed a changed one among its close neighbours (it may have lost it),
+- a memory at ≥ `consolidate_min` from a changed one's new vector (it may gain it, and it may
+  push out a listed one, which was at least as close).
+
+Those are asked again; every other memory's list stands. What the lists reflect is recorded with
+them, in one transaction: the settings they were found with, every indexed memory's signature
+and the event set they were found at. A compile after journal writes looks only at the memories
+the new events name; any other change of the event set (a chunk imported, an older vault without
+these tables, other settings) compares every signature, or starts over with a full run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.core.derived_sqlite import connect_derived
+from compiler.core.errors import DERIVED, full_disk_guard
+from compiler.index.cache import text_hash
+from compiler.memory.index import memory_text
+from compiler.memory.model import Observation
+from compiler.memory.snapshot import EventSet
+
+CONSOLIDATED_KINDS = ("memory", "failure")
+NEIGHBOURS = 10
+SLACK = 1e-5  # a·b and b·a, computed in other orders, may differ in the last bits: ask a little wider
+VERSION = "2"  # of what the tables hold: another value starts over
+
+Pair = tuple[str, str]
+
+
+def is_candidate(obs: Observation) -> bool:
+    """True for a memory consolidation may fold (progress records and handoffs never are)."""
+    return obs.kind in CONSOLIDATED_KINDS
+
+
+def signature(obs: Observation) -> str:
+    """What a memory's place among the pairs depends on: the text of its vector, and its group."""
+    return text_hash(f"{obs.kind}\x00{obs.project}\x00{obs.category}\x00{memory_text(obs)}")[:16]
+
+
+class ClosePairs:
+    """The pair tables, in the memory index's SQLite file: derived, dropping them costs one full run."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        with full_disk_guard(path, "the memory index", after=DERIVED):
+            self._db = connect_derived(path)
+            self._db.executescript(
+                "CREATE TABLE IF NOT EXISTS close_meta (key TEXT PRIMARY KEY, value TEXT);"
+                "CREATE TABLE IF NOT EXISTS close_rows (id TEXT PRIMARY KEY, sig TEXT);"
+                # grouped: b may fold with a (a candidate of a's project, category and kind); the
+                # other pairs matter only for knowing whom a change concerns
+                "CREATE TABLE IF NOT EXISTS close_pairs (a TEXT, b TEXT, grouped INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID;"
+                "CREATE INDEX IF NOT EXISTS close_pairs_b ON close_pairs (b);")
+
+    def __enter__(self) -> ClosePairs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._db.close()
+
+    def current(self, vectors: Any, indexed: Mapping[str, Observation], events: EventSet,
+                threshold: float, fingerprint: str) -> tuple[list[Pair], int]:
+        """Returns every (memory, close neighbour) pair of the `indexed` memories as the index holds
+        them now that may fold together (same project, category and kind; both candidates), and
+        how many memories were asked for their neighbours to find them."""
+        meta = dict(self._db.execute("SELECT key, value FROM close_meta"))
+        fingerprint = f"{VERSION}:{fingerprint}:{threshold!r}:{NEIGHBOURS}"
+        # One transaction: the pairs, the signatures they reflect and the event key change together
+        # or not at all (a crashed run leaves the last run's state, which the next one brings up to date).
+        with full_disk_guard(self._path, "the memory index", after=DERIVED), self._db:
+            if meta.get("fingerprint") != fingerprint:
+                asked = self._start_over(vectors, indexed, threshold)
+            else:
+                asked = self._patch(vectors, indexed, self._changed(indexed, _named_since(events, meta)), threshold)
+            self._db.executemany("INSERT OR REPLACE INTO close_meta (key, value) VALUES (?, ?)",
+                                 [("fingerprint", fingerprint), *_event_key(events).items()])
+        return list(self._db.execute("SELECT a, b FROM close_pairs WHERE grouped ORDER BY a, b")), asked
+
+    def _start_over(self, vectors: Any, indexed: Mapping[str, Observation], threshold: float) -> int:
+        """Asks every candidate (the full run); returns how many were asked."""
+        sources = sorted(i for i, o in indexed.items() if is_candidate(o))
+        pairs = _ask(vectors, indexed, sources, threshold)
+        for table in ("close_pairs", "close_rows", "close_meta"):
+            self._db.execute(f"DELETE FROM {table}")
+        self._db.executemany("INSERT INTO close_rows (id, sig) VALUES (?, ?)", ((i, signature(o)) for i, o in indexed.items()))
+        self._db.executemany("INSERT INTO close_pairs (a, b, grouped) VALUES (?, ?, ?)", pairs)
+        return len(sources)
+
+    def _changed(self, indexed: Mapping[str, Observation], named: set[str] | None) -> set[str]:
+        """Returns the memories whose signature is not the recorded one (a memory gone from the
+        index, or new to it, included), among `named` (every memory when None)."""
+        if named is None:
+            recorded = dict(self._db.execute("SELECT id, sig FROM close_rows"))
+            ids: Iterable[str] = set(recorded) | set(indexed)
+        else:
+            recorded = dict(_select(self._db, "SELECT id, sig FROM close_rows WHERE id IN ({})", sorted(named)))
+            ids = named
+        return {i for i in ids if recorded.get(i) != (signature(indexed[i]) if i in indexed else None)}
+
+    def _patch(self, vectors: Any, indexed: Mapping[str, Observation], changed: set[str], threshold: float) -> int:
+        """Asks again the memories whose pairs `changed` may change (module docstring); returns how many."""
+        if not changed:
+            return 0
+        affected = set(changed)
+        affected.update(a for (a,) in _select(self._db, "SELECT a FROM close_pairs WHERE b IN ({})", sorted(changed)))
+        present = sorted(i for i in changed if i in indexed)
+        affected.update(i for i in _within(vectors, present, threshold - SLACK) if i in indexed)
+        sources = sorted(i for i in affected if i in indexed and is_candidate(indexed[i]))
+        pairs = _ask(vectors, indexed, sources, threshold)
+        self._db.executemany("DELETE FROM close_pairs WHERE a = ?", ((i,) for i in sorted(affected)))
+        self._db.executemany("INSERT INTO close_pairs (a, b, grouped) VALUES (?, ?, ?)", pairs)
+        self._db.executemany("DELETE FROM close_rows WHERE id = ?", ((i,) for i in sorted(changed)))
+        self._db.executemany("INSERT INTO close_rows (id, sig) VALUES (?, ?)", ((i, signature(indexed[i])) for i in present))
+        return len(sources)
+
+
+def _ask(vectors: Any, indexed: Mapping[str, Observation], sources: Sequence[str],
+         threshold: float) -> list[tuple[str, str, bool]]:
+    """Returns (source, other, grouped) for each of the NEIGHBOURS nearest rows of each source at ≥ threshold."""
+    stored = vectors.vectors(sources)
+    asked = [i for i in sources if i in stored]
+    if not asked:
+        return []
+    found = vectors.query_many(np.vstack([stored[i] for i in asked]), NEIGHBOURS)
+    return [(i, other, other in indexed and _foldable(indexed[i], indexed[other]))
+            for i, hits in zip(asked, found) for other, cosine in hits if other != i and cosine >= threshold]
+
+
+def _foldable(a: Observation, b: Observation) -> bool:
+    """True when consolidation may fold `b` with `a`: a candidate of the same project, category and kind."""
+    return is_candidate(b) and (a.project, a.category, a.kind) == (b.project, b.category, b.kind)
+
+
+def _within(vectors: Any, ids: Sequence[str], threshold: float) -> set[str]:
+    """Returns every row at ≥ threshold from any of `ids`: a top-n query, widened until it ends below."""
+    stored = vectors.vectors(ids)
+    pending, found, n = [i for i in ids if i in stored], set(), 4 * NEIGHBOURS
+    total = vectors.count()
+    while pending:
+        hits = vectors.query_many(np.vstack([stored[i] for i in pending]), n)
+        found.update(other for row in hits for other, cosine in row if cosine >= threshold)
+        pending = [i for i, row in zip(pending, hits) if len(row) == n < total and row[-1][1] >= threshold]
+        n *= 4
+    return found
+
+
+def _event_key(events: EventSet) -> dict[str, str]:
+    """What the pairs were found at: how many events came from chunks and the last of them, and
+    how many there were in all and the last."""
+    seq, chunks = events.events, events.chunks
+    return {"chunks": str(chunks), "chunk_last": seq[chunks - 1].id if chunks else "",
+            "count": str(len(seq)), "last": seq[-1].id if len(seq) else ""}
+
+
+def _named_since(events: EventSet, meta: Mapping[str, str]) -> set[str] | None:
+    """Returns the memories the events after the recorded ones name, when the chunks are the
+    recorded ones and only the journal grew since (journal writes); else None: compare them all."""
+    seq, chunks = events.events, events.chunks
+    try:
+        count, recorded_chunks = int(meta["count"]), int(meta["chunks"])
+    except (KeyError, ValueError):
+        return None
+    if recorded_chunks != chunks or meta.get("chunk_last") != (seq[chunks - 1].id if chunks else ""):
+        return None  # a chunk came in (or went): its events are anywhere in the order
+    if not chunks <= count <= len(seq) or meta.get("last") != (seq[count - 1].id if count else ""):
+        return None
+    return {seq[k].memory for k in range(count, len(seq))}
+
+
+def _select(db: sqlite3.Connection, sql: str, ids: Sequence[str]) -> Iterable[tuple[str, ...]]:
+    """Runs `sql` with `IN ({})` filled in, in batches (SQLite bounds the parameters of one statement)."""
+    for start in range(0, len(ids), 500):
+        batch = ids[start:start + 500]
+        yield from db.execute(sql.format(",".join("?" * len(batch))), batch)
