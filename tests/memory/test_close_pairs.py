@@ -22,7 +22,6 @@ from compiler.commands.compile import compile_vault
 from compiler.core import clock
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events, new_id
-from compiler.memory.close_pairs import is_candidate
 from compiler.memory.edits import forget_memory, restore_memory, update_memory
 from compiler.memory.engineering import track_failure, track_progress
 from compiler.memory.input import MemoryInput
