@@ -170,13 +170,13 @@ def _event_key(events: EventSet) -> dict[str, str]:
 def _named_since(events: EventSet, meta: Mapping[str, str]) -> set[str] | None:
     """Returns the memories the events after the recorded ones name, when the chunks are the
     recorded ones and only the journal grew since (journal writes); else None: compare them all."""
-    seq, chunks = events.events, events.chunks
+    seq, now = events.events, _event_key(events)
+    if (meta.get("chunks"), meta.get("chunk_last")) != (now["chunks"], now["chunk_last"]):
+        return None  # a chunk came in (or went): its events are anywhere in the order
     try:
-        count, recorded_chunks = int(meta["count"]), int(meta["chunks"])
+        count, chunks = int(meta["count"]), events.chunks
     except (KeyError, ValueError):
         return None
-    if recorded_chunks != chunks or meta.get("chunk_last") != (seq[chunks - 1].id if chunks else ""):
-        return None  # a chunk came in (or went): its events are anywhere in the order
     if not chunks <= count <= len(seq) or meta.get("last") != (seq[count - 1].id if count else ""):
         return None
     return {seq[k].memory for k in range(count, len(seq))}

@@ -163,7 +163,7 @@ class MemoryKeywordIndex:
         first, last = self._range(project)
         if first is None:
             cursor = self._db.execute(f"INSERT INTO {TABLE}_projects (project) VALUES (?)", (project,))
-            first, last = cursor.lastrowid << PROJECT_SHIFT, (cursor.lastrowid + 1 << PROJECT_SHIFT) - 1
+            first, last = _bounds(cursor.lastrowid)
         # 2^32 places: a row moves to a new place only when its text or context changes.
         top = self._db.execute(f"SELECT max(rowid) FROM {TABLE}_rows WHERE rowid BETWEEN ? AND ?", (first, last)).fetchone()[0]
         return first if top is None else top + 1
@@ -171,7 +171,7 @@ class MemoryKeywordIndex:
     def _range(self, project: str) -> tuple[int | None, int]:
         """Returns the first and last rowid of `project`'s range ((None, 0) for a project never indexed)."""
         found = self._db.execute(f"SELECT rowid FROM {TABLE}_projects WHERE project = ?", (project,)).fetchone()
-        return (None, 0) if found is None else (found[0] << PROJECT_SHIFT, (found[0] + 1 << PROJECT_SHIFT) - 1)
+        return (None, 0) if found is None else _bounds(found[0])
 
     def search(self, query: str, limit: int, project: str = "") -> list[MemoryKeywordHit]:
         """Returns up to `limit` memories (of `project`, when given) matching any word of `query`,
@@ -191,6 +191,11 @@ class MemoryKeywordIndex:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _bounds(number: int) -> tuple[int, int]:
+    """Returns the first and last rowid of the project numbered `number`."""
+    return number << PROJECT_SHIFT, ((number + 1) << PROJECT_SHIFT) - 1
 
 
 def _exists(db: sqlite3.Connection, table: str) -> bool:
