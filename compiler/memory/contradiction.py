@@ -9,6 +9,12 @@ Claims conflict when polarities differ on a shared salient term under a comparab
 the negative claim is not narrower than the positive text ("avoids it for quick scripts" refines
 "prefers it"). Different values on one anchor ("PostgreSQL 15" vs "16") conflict too. Precision
 is favoured: a false positive replaces a memory that should have been merged.
+
+Only statements are compared: a question asserts nothing ("do they ever migrate?"), so its
+sentences give no claims. And only short texts (at most MAX_STATEMENTS statements each) can
+contradict: an update supersedes one statement, while a record of many (a conversation turn, a
+pasted reply) that shares a word and a negation with another is two records, not two versions —
+replacing it would drop every other fact it holds.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ class Verdict:
     contradicts: bool
     reason: str  # human-readable, e.g. 'stance on "typescript" flips: prefers → abandon'; "" when not
 
+
+MAX_STATEMENTS = 2  # sentences per text; past this a text is a record of several facts
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")  # "3.12" and "e.g.," do not end one
 
 _END = r"(?=\s*(?:$|[.,;:!?]|(?:in|for|at|during|by|since|after|now|again)\b))"
 _NEGATIONS = r"\bcannot\b|\b\w+n['’]t\b|\bno longer\b|\bnot anymore\b|\bno more\b|\bya no\b"
@@ -111,13 +120,23 @@ class _Statement:
 
 def check_contradiction(old: str, new: str) -> Verdict:
     """Returns whether `new` takes the opposite stance of `old` on a shared thing, and why."""
-    before, after = _analyse(old), _analyse(new)
+    old_said, new_said = statements(old), statements(new)
+    if not old_said or not new_said or max(len(old_said), len(new_said)) > MAX_STATEMENTS:
+        return Verdict(False, "")
+    before, after = _analyse(" ".join(old_said)), _analyse(" ".join(new_said))
     for a, b in ((a, b) for a in before.claims for b in after.claims):
         if terms := _conflict(a, b, before, after):
             topic = " ".join(dict.fromkeys(t.word for t in terms))
             return Verdict(True, f'stance on "{topic}" flips: {a.word} → {b.word}')
     change = _value_change(before, after)
     return Verdict(bool(change), change)
+
+
+@lru_cache(maxsize=16384)
+def statements(text: str) -> tuple[str, ...]:
+    """Returns the sentences of `text` that state something (questions left out)."""
+    found = (part.strip() for part in _SENTENCE_END.split(text))
+    return tuple(part for part in found if part and not part.rstrip("\"')] ").endswith("?"))
 
 
 @lru_cache(maxsize=16384)  # ~1 KB each: a write checks its nearest memories, which recur across writes
