@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.memory.contradiction import Verdict, check_contradiction
+from compiler.memory.contradiction import MAX_STATEMENTS, Verdict, check_contradiction, statements
 
 T, F = True, False
 
@@ -259,3 +259,21 @@ def test_verdict_is_frozen_and_deterministic():
 def test_empty_and_identical_texts_do_not_contradict():
     assert check_contradiction("", "") == Verdict(False, "")
     assert not check_contradiction("The user prefers Go", "The user prefers Go").contradicts
+
+
+def test_a_question_states_nothing():
+    # Asking whether something changed is not saying it did; the statement beside it still counts.
+    assert not check_contradiction("The user uses Vim", "Does the user not use Vim anymore?").contradicts
+    assert check_contradiction("The user uses Vim", "Why ask? The user no longer uses Vim.").contradicts
+    assert statements('Is it 3.12? It is "3.12.1" now. Great!') == ('It is "3.12.1" now.', "Great!")
+
+
+def test_only_short_texts_supersede_each_other():
+    # A record of several facts is not an outdated version of a text that flips one of them.
+    old = "The user prefers TypeScript for new services. The team meets on Mondays."
+    new = "The user decided to abandon TypeScript for Go"
+    assert check_contradiction(old, new).contradicts  # two statements: still one update
+    longer = old + " Lunch is at noon."
+    assert len(statements(longer)) == MAX_STATEMENTS + 1
+    assert check_contradiction(longer, new) == Verdict(False, "")
+    assert check_contradiction(new, longer) == Verdict(False, "")
