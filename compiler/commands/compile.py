@@ -163,7 +163,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         renamed=parsed.renamed, embedded=embedded.count, written=written.written, deleted=written.deleted,
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
-                  "maintenance": memory.maintenance, "pages_rendered": len(memory.digests) - len(memory.kept)},
+                  "maintenance": memory.maintenance, "pages_rendered": memory.rendered},
         seconds=round(time.perf_counter() - started, 3))
     inputs = gather_inputs(paths, settings, model.identity, scan, overrides, memory.shown_at)
     save_inputs(paths.inputs, inputs, report.to_dict(),

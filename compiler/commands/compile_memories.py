@@ -58,8 +58,9 @@ class MemoryStage:
     state: dict[str, Observation] = field(default_factory=dict)
     pages: dict[str, str] = field(default_factory=dict)  # path inside the output folder → text, of pages rendered
     page_ids: dict[str, str] = field(default_factory=dict)  # observation page → memory id, to spot edits later
-    digests: dict[str, str] = field(default_factory=dict)  # observation page → digest of its inputs
-    kept: dict[str, Stamp] = field(default_factory=dict)  # observation pages not rendered (on disk as made) → stat
+    digests: dict[str, str] = field(default_factory=dict)  # observation and project page → digest (MemoryPages.digests)
+    kept: dict[str, Stamp] = field(default_factory=dict)  # observation and project pages not rendered (on disk as made) → stat
+    rendered: int = 0  # observation pages rendered
     projects: list[tuple[str, str]] = field(default_factory=list)  # (name, page path) for the catalog
     warnings: list[BuildWarning] = field(default_factory=list)
     edits: list[str] = field(default_factory=list)  # memory ids updated from page edits
@@ -111,6 +112,7 @@ def _render(result: MemoryStage, memories: Memories, shown: datetime, env: jinja
     result.render_mark = {**event_mark(memories.events), "shown": format_time(shown), "key": pages.key,
                           "projects": pages.projects, "fold": _fold_code()}
     result.kept = {page: kept.stamps[page] for page in pages.kept}
+    result.rendered = sum(1 for page in pages.pages if page in pages.page_ids)
     result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
     result.live = sum(1 for i, o in result.state.items() if o.live and i not in pruned)
     result.archived = len(pruned)

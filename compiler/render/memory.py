@@ -78,9 +78,10 @@ class MemoryPages:
 
     pages: dict[str, str] = field(default_factory=dict)  # page path → text, for every page rendered
     page_ids: dict[str, str] = field(default_factory=dict)  # observation page → memory id
-    digests: dict[str, str] = field(default_factory=dict)  # observation page → `page_digest` of its inputs
-    kept: set[str] = field(default_factory=set)  # observation pages not rendered: the disk already holds them
-    key: str = ""  # `template_key` of the observation template
+    # observation page → `page_digest` of its inputs; project page → `key` (its members say whether it moved)
+    digests: dict[str, str] = field(default_factory=dict)
+    kept: set[str] = field(default_factory=set)  # observation and project pages not rendered: the disk already holds them
+    key: str = ""  # a digest of the observation and project templates' `template_key`
     projects: dict[str, str] = field(default_factory=dict)  # project → its folder (`project_slugs`)
 
 
@@ -92,7 +93,7 @@ class LastRender:
     template key, the project folders and the instant shown are the last build's (else: every
     page is digested, as with no last render)."""
 
-    key: str  # `template_key` of the observation template then
+    key: str  # `MemoryPages.key` then
     projects: Mapping[str, str]  # `project_slugs` then
     shown: datetime  # the instant the pages showed strength at
     changed: frozenset[str]  # memories named by the events added since
@@ -109,8 +110,8 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
     everything its bytes are made of (`page_digest`), so the caller can say "the page on disk was
     made from exactly this" and spare rendering 50,000 pages after one memory was added. Given the
     `last` render, only the pages near a changed memory are digested again (`_near`); the others
-    keep their digest. Project pages, the archive and the
-    Bases file gather many memories each: they are always rendered.
+    keep their digest, and a project page none of whose members moved is kept when `unchanged`
+    says the disk holds it. The archive and the Bases file are always rendered.
     """
     result = MemoryPages()
     live = {i: o for i, o in state.items() if o.live and i not in pruned}
@@ -119,7 +120,8 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
     projects = project_slugs([o.project for o in state.values()])
     template = env.get_template("memory.md.j2")
     key = template_key(env, "memory.md.j2")
-    if last is not None and (last.key, dict(last.projects), last.shown) != (key, projects, now):
+    render_key = hashlib.sha256((key + template_key(env, "project.md.j2")).encode()).hexdigest()
+    if last is not None and (last.key, dict(last.projects), last.shown) != (render_key, projects, now):
         last = None
     if last is None:
         paths = {i: memory_page(o, projects) for i, o in live.items()}
@@ -127,11 +129,14 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
         adjacent: Callable[[str], Mapping[str, float]] = lambda i: graph.get(i, {})
         near: set[str] = set(live)
         digests: Mapping[str, str] = {}
+        touched: set[str] | None = None  # the projects whose page may have moved: all
     else:  # a memory not changed keeps its page (its title, id and project folder are the same)
         paths = {i: p for i, p in last.pages.items() if i in live and i not in last.changed}
         paths.update((i, memory_page(o, projects)) for i, o in live.items() if i not in paths)
         linked_from = _LinkedFrom(state)
-        near = _near(state, live, last, linked_from)
+        moved = _moved(live, last)
+        near = _near(state, live, moved, linked_from)
+        touched = {state[i].project for i in moved if i in state}
         adjacent = lambda i: _adjacent(i, live, linked_from(i))
         digests = last.digests
     for memory_id, obs in sorted(live.items()):
@@ -157,12 +162,18 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
         by_project[obs.project].append(obs)
     project_template = env.get_template("project.md.j2")
     for project, members in sorted(by_project.items()):
-        result.pages[f"projects/{projects[project]}.md"] = project_template.render(**_project(project, members, paths, now))
+        # A project page shows its members alone: none moved, the page on disk is current.
+        page = f"projects/{projects[project]}.md"
+        result.digests[page] = render_key
+        if touched is not None and project not in touched and unchanged(page, render_key):
+            result.kept.add(page)
+            continue
+        result.pages[page] = project_template.render(**_project(project, members, paths, now))
     archived = sorted((o for i, o in state.items() if i in pruned or not o.live), key=lambda o: (o.project, o.id))
     result.pages["memory/archive.md"] = env.get_template("archive.md.j2").render(archived=archived, now=now)
     result.pages["memory/memories.base"] = env.get_template("memories.base.j2").render()  # Obsidian Bases view
     result.page_ids = {page: memory_id for memory_id, page in paths.items()}
-    result.key, result.projects = key, projects
+    result.key, result.projects = render_key, projects
     return result
 
 
@@ -174,13 +185,18 @@ def _page_inputs(obs: Observation, adjacent: Mapping[str, float], live: Mapping[
     return related, obs.strength(now), half_life_days(obs.category, obs.importance)
 
 
-def _near(state: Mapping[str, Observation], live: Mapping[str, Observation], last: LastRender,
+def _moved(live: Mapping[str, Observation], last: LastRender) -> set[str]:
+    """Returns the memories that moved since `last`: the changed ones and the ones that came into
+    or left the live, unarchived set."""
+    return set(last.changed) | (set(last.pages) ^ set(live))
+
+
+def _near(state: Mapping[str, Observation], live: Mapping[str, Observation], moved: set[str],
           linked_from: Callable[[str], Sequence[str]]) -> set[str]:
-    """Returns the live memories whose page inputs may have moved since `last`: the changed ones,
-    the ones that came into or left the live, unarchived set, and every memory linked with either
-    (their related lists show its title, page and whether it is there). Links are set when a memory
-    is saved and never change after, so the links of now are the links of then."""
-    moved = set(last.changed) | (set(last.pages) ^ set(live))
+    """Returns the live memories whose page inputs may have moved: the `moved` ones and every
+    memory linked with one (their related lists show its title, page and whether it is there).
+    Links are set when a memory is saved and never change after, so the links of now are the
+    links of then."""
     near = set(moved)
     for memory_id in moved:
         obs = state.get(memory_id)

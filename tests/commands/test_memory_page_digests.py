@@ -49,7 +49,10 @@ def test_a_compile_with_no_memory_change_renders_no_observation_page(make_vault,
     report = compile_again(vault, fake_embedder)
     assert report.changed == ["Home.md"] and report.memories["pages_rendered"] == 0
     records = load_state(VaultPaths(vault.resolve()).state)[0].memory_renders
-    assert sorted(f"_engram/{p}" for p in records) == sorted(observation_pages(vault))
+    assert sorted(f"_engram/{p}" for p in records if p.startswith("memory/")) == sorted(observation_pages(vault))
+    assert sorted(p for p in records if not p.startswith("memory/")) == [f"projects/{p}.md" for p in sorted(
+        ("backup", "ci", "payments", "staging"))]  # kept too: none of their members moved
+    assert not any(p.startswith("_engram/projects/") for p in report.written)
 
 
 def test_one_memory_added_or_updated_renders_only_its_page(make_vault, fake_embedder):
@@ -168,6 +171,11 @@ def test_a_render_from_the_last_one_matches_a_full_render_after_every_kind_of_ch
     trusted = render_memory_pages(after, pruned, now, env, last=replace(last, changed=changed,
                                                                         digests={**first.digests, far: "recorded"}))
     assert trusted.digests[far] == "recorded" and trusted.digests[ids_page(first, "mem-00")] == full.digests[ids_page(first, "mem-00")]
+    # One memory saved: the pages of the other projects are kept as they are on disk.
+    added = render_memory_pages({**before, "mem-20": after["mem-20"]}, {"mem-11"}, now, env, on_disk,
+                                last=replace(last, changed=frozenset({"mem-20"})))
+    assert sorted(p for p in added.pages if p.startswith("projects/")) == ["projects/p2.md"]
+    assert {"projects/p0.md", "projects/p1.md"} <= added.kept
     # Another instant shown, template or project folders: every page is digested again.
     later = render_memory_pages(after, pruned, datetime(2026, 12, 1, tzinfo=timezone.utc), env, on_disk,
                                 last=replace(last, changed=changed))
