@@ -32,13 +32,13 @@ from compiler.core.settings import Settings
 from compiler.events import journal
 from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.index.embedder import Embedder
+from compiler.memory import model
 from compiler.memory.maintenance import (
     events_digest,
     last_maintenance,
     maintenance_due,
     run_maintenance,
 )
-from compiler.memory import model
 from compiler.memory.model import Observation, archived
 from compiler.memory.snapshot import EventSet, Memories, event_mark, named_since
 from compiler.memory.vault import VaultMemory, read_memories
