@@ -142,7 +142,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     save_graph(paths.graph, parsed.notes, links, neighbours)
     env = template_environment(overrides, settings.out)
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
-                              embedder)
+                              embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
@@ -157,13 +157,13 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
         memory_pages=memory.page_ids, pages={**_page_hashes(settings.out, pages), **kept}, memory_events=memory.events_digest,
         memory_renders=page_records(paths.root, settings.out, memory.digests, memory.kept,
-                                    [w.file for w in written.warnings])))
+                                    [w.file for w in written.warnings]), memory_mark=memory.render_mark))
     report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
         renamed=parsed.renamed, embedded=embedded.count, written=written.written, deleted=written.deleted,
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
-                  "maintenance": memory.maintenance, "pages_rendered": len(memory.digests) - len(memory.kept)},
+                  "maintenance": memory.maintenance, "pages_rendered": memory.rendered},
         seconds=round(time.perf_counter() - started, 3))
     inputs = gather_inputs(paths, settings, model.identity, scan, overrides, memory.shown_at)
     save_inputs(paths.inputs, inputs, report.to_dict(),

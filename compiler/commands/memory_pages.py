@@ -6,7 +6,9 @@ renders a page only when its digest moved or the file did: a stat that still mat
 bytes are there; one that moved (touched, restored from a backup) is read and hashed against the
 sha256 the state keeps (`BuildState.pages`); a page edited or deleted by hand is rendered and
 written again. At 50,000 memories a compile after one `memory add` rendered and read back every
-page: 64 s of CPU, four fifths of it spent on pages that had not changed.
+page: 64 s of CPU, four fifths of it spent on pages that had not changed. Project pages are
+recorded the same way (their digest is the templates' key: whether one moved is told by its
+members, `compiler.render.memory.LastRender`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from compiler.core.errors import DERIVED, full_disk_guard
 from compiler.index.cache import text_hash
 from compiler.memory.index import memory_text
 from compiler.memory.model import Observation
-from compiler.memory.snapshot import EventSet
+from compiler.memory.snapshot import EventSet, event_mark, named_since
 
 CONSOLIDATED_KINDS = ("memory", "failure")
 NEIGHBOURS = 10
@@ -86,9 +86,9 @@ class ClosePairs:
             if meta.get("fingerprint") != fingerprint:
                 asked = self._start_over(vectors, indexed, threshold)
             else:
-                asked = self._patch(vectors, indexed, self._changed(indexed, _named_since(events, meta)), threshold)
+                asked = self._patch(vectors, indexed, self._changed(indexed, named_since(events, meta)), threshold)
             self._db.executemany("INSERT OR REPLACE INTO close_meta (key, value) VALUES (?, ?)",
-                                 [("fingerprint", fingerprint), *_event_key(events).items()])
+                                 [("fingerprint", fingerprint), *event_mark(events).items()])
         return list(self._db.execute("SELECT a, b FROM close_pairs WHERE grouped ORDER BY a, b")), asked
 
     def _start_over(self, vectors: Any, indexed: Mapping[str, Observation], threshold: float) -> int:
@@ -157,29 +157,6 @@ def _within(vectors: Any, ids: Sequence[str], threshold: float) -> set[str]:
         pending = [i for i, row in zip(pending, hits) if len(row) == n < total and row[-1][1] >= threshold]
         n *= 4
     return found
-
-
-def _event_key(events: EventSet) -> dict[str, str]:
-    """What the pairs were found at: how many events came from chunks and the last of them, and
-    how many there were in all and the last."""
-    seq, chunks = events.events, events.chunks
-    return {"chunks": str(chunks), "chunk_last": seq[chunks - 1].id if chunks else "",
-            "count": str(len(seq)), "last": seq[-1].id if len(seq) else ""}
-
-
-def _named_since(events: EventSet, meta: Mapping[str, str]) -> set[str] | None:
-    """Returns the memories the events after the recorded ones name, when the chunks are the
-    recorded ones and only the journal grew since (journal writes); else None: compare them all."""
-    seq, now = events.events, _event_key(events)
-    if (meta.get("chunks"), meta.get("chunk_last")) != (now["chunks"], now["chunk_last"]):
-        return None  # a chunk came in (or went): its events are anywhere in the order
-    try:
-        count, chunks = int(meta["count"]), events.chunks
-    except (KeyError, ValueError):
-        return None
-    if not chunks <= count <= len(seq) or meta.get("last") != (seq[count - 1].id if count else ""):
-        return None
-    return {seq[k].memory for k in range(count, len(seq))}
 
 
 def _select(db: sqlite3.Connection, sql: str, ids: Sequence[str]) -> Iterable[tuple[str, ...]]:

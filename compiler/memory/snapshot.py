@@ -49,6 +49,30 @@ class EventSet:
         return iter(self.events)
 
 
+def event_mark(events: EventSet) -> dict[str, str]:
+    """Returns where `events` end, to ask `named_since` about a later read: how many came from
+    chunks and the last of them, how many there were in all and the last."""
+    seq, chunks = events.events, events.chunks
+    return {"chunks": str(chunks), "chunk_last": seq[chunks - 1].id if chunks else "",
+            "count": str(len(seq)), "last": seq[-1].id if len(seq) else ""}
+
+
+def named_since(events: EventSet, mark: Mapping[str, str]) -> set[str] | None:
+    """Returns the memories the events after `mark` (an `event_mark` of an earlier read) name,
+    when the chunks are the marked ones and only the journal grew since (journal writes); else
+    None: a chunk came in (its events are anywhere in the order) or the mark is not of these events."""
+    seq, now = events.events, event_mark(events)
+    if (mark.get("chunks"), mark.get("chunk_last")) != (now["chunks"], now["chunk_last"]):
+        return None
+    try:
+        count, chunks = int(mark["count"]), events.chunks
+    except (KeyError, ValueError):
+        return None
+    if not chunks <= count <= len(seq) or mark.get("last") != (seq[count - 1].id if count else ""):
+        return None
+    return {seq[k].memory for k in range(count, len(seq))}
+
+
 def read_events(engram_dir: Path) -> EventSet:
     """Returns every memory event of the vault whose `.engram` folder is `engram_dir`, with warnings."""
     from compiler.events.store import read_chunk_events

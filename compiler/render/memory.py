@@ -78,38 +78,81 @@ class MemoryPages:
 
     pages: dict[str, str] = field(default_factory=dict)  # page path → text, for every page rendered
     page_ids: dict[str, str] = field(default_factory=dict)  # observation page → memory id
-    digests: dict[str, str] = field(default_factory=dict)  # observation page → `page_digest` of its inputs
-    kept: set[str] = field(default_factory=set)  # observation pages not rendered: the disk already holds them
+    # observation page → `page_digest` of its inputs; project page → `key` (its members say whether it moved)
+    digests: dict[str, str] = field(default_factory=dict)
+    kept: set[str] = field(default_factory=set)  # observation and project pages not rendered: the disk already holds them
+    key: str = ""  # a digest of the observation and project templates' `template_key`
+    projects: dict[str, str] = field(default_factory=dict)  # project → its folder (`project_slugs`)
+
+
+@dataclass(frozen=True)
+class LastRender:
+    """The observation pages of the last build, and which memories changed since (the memories
+    named by the events added after it): a page whose memory, related memories and archive status
+    did not move keeps its recorded digest, so it is not even digested again. It holds only if the
+    template key, the project folders and the instant shown are the last build's (else: every
+    page is digested, as with no last render)."""
+
+    key: str  # `MemoryPages.key` then
+    projects: Mapping[str, str]  # `project_slugs` then
+    shown: datetime  # the instant the pages showed strength at
+    changed: frozenset[str]  # memories named by the events added since
+    pages: Mapping[str, str]  # memory id → its observation page then (live and not archived)
+    digests: Mapping[str, str]  # observation page → its digest then
 
 
 def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now: datetime,
                         env: jinja2.Environment, unchanged: Callable[[str, str], bool] = lambda page, digest: False,
-                        ) -> MemoryPages:
+                        last: LastRender | None = None) -> MemoryPages:
     """Returns the page of every live observation, each project and the archive.
 
     An observation page is rendered only when `unchanged(page, its digest)` is false: a digest of
     everything its bytes are made of (`page_digest`), so the caller can say "the page on disk was
-    made from exactly this" and spare rendering 50,000 pages after one memory was added. Project
-    pages, the archive and the Bases file gather many memories each: they are always rendered.
+    made from exactly this" and spare rendering 50,000 pages after one memory was added. Given the
+    `last` render, only the pages near a changed memory are digested again (`_near`); the others
+    keep their digest, and a project page none of whose members moved is kept when `unchanged`
+    says the disk holds it. The archive and the Bases file are always rendered.
     """
     result = MemoryPages()
     live = {i: o for i, o in state.items() if o.live and i not in pruned}
     if not state:
         return result
     projects = project_slugs([o.project for o in state.values()])
-    paths = {i: memory_page(o, projects) for i, o in live.items()}
     template = env.get_template("memory.md.j2")
     key = template_key(env, "memory.md.j2")
-    adjacency = association_graph(live)
+    render_key = hashlib.sha256((key + template_key(env, "project.md.j2")).encode()).hexdigest()
+    if last is not None and (last.key, dict(last.projects), last.shown) != (render_key, projects, now):
+        last = None
+    if last is None:
+        paths = {i: memory_page(o, projects) for i, o in live.items()}
+        graph = association_graph(live)
+        adjacent: Callable[[str], Mapping[str, float]] = lambda i: graph.get(i, {})
+        near: set[str] = set(live)
+        digests: Mapping[str, str] = {}
+        touched: set[str] | None = None  # the projects whose page may have moved: all
+    else:  # a memory not changed keeps its page (its title, id and project folder are the same)
+        paths = {i: p for i, p in last.pages.items() if i in live and i not in last.changed}
+        paths.update((i, memory_page(o, projects)) for i, o in live.items() if i not in paths)
+        linked_from = _LinkedFrom(state)
+        moved = _moved(live, last)
+        near = _near(state, live, moved, linked_from)
+        touched = {state[i].project for i in moved if i in state}
+        adjacent = lambda i: _adjacent(i, live, linked_from(i))
+        digests = last.digests
     for memory_id, obs in sorted(live.items()):
-        related = [(live[i], w) for i, w in sorted(adjacency.get(memory_id, {}).items(), key=lambda kv: (-kv[1], kv[0]))]
-        page, strength, half_life = paths[memory_id], obs.strength(now), half_life_days(obs.category, obs.importance)
-        digest = page_digest(key, page, obs, strength, half_life, [(o.id, o.title, paths[o.id], w) for o, w in related],
-                             projects[obs.project])
+        page = paths[memory_id]
+        digest = None if memory_id in near else digests.get(page)
+        inputs = None
+        if digest is None:
+            inputs = _page_inputs(obs, adjacent(memory_id), live, now)
+            related, strength, half_life = inputs
+            digest = page_digest(key, page, obs, strength, half_life,
+                                 [(o.id, o.title, paths[o.id], w) for o, w in related], projects[obs.project])
         result.digests[page] = digest
         if unchanged(page, digest):
             result.kept.add(page)
             continue
+        related, strength, half_life = inputs or _page_inputs(obs, adjacent(memory_id), live, now)
         result.pages[page] = template.render(
             obs=obs, strength=strength, half_life=half_life,
             related=related, page_of=paths, content_start=CONTENT_START, content_end=CONTENT_END,
@@ -119,12 +162,78 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
         by_project[obs.project].append(obs)
     project_template = env.get_template("project.md.j2")
     for project, members in sorted(by_project.items()):
-        result.pages[f"projects/{projects[project]}.md"] = project_template.render(**_project(project, members, paths, now))
+        # A project page shows its members alone: none moved, the page on disk is current.
+        page = f"projects/{projects[project]}.md"
+        result.digests[page] = render_key
+        if touched is not None and project not in touched and unchanged(page, render_key):
+            result.kept.add(page)
+            continue
+        result.pages[page] = project_template.render(**_project(project, members, paths, now))
     archived = sorted((o for i, o in state.items() if i in pruned or not o.live), key=lambda o: (o.project, o.id))
     result.pages["memory/archive.md"] = env.get_template("archive.md.j2").render(archived=archived, now=now)
     result.pages["memory/memories.base"] = env.get_template("memories.base.j2").render()  # Obsidian Bases view
     result.page_ids = {page: memory_id for memory_id, page in paths.items()}
+    result.key, result.projects = render_key, projects
     return result
+
+
+def _page_inputs(obs: Observation, adjacent: Mapping[str, float], live: Mapping[str, Observation],
+                 now: datetime) -> tuple[list[tuple[Observation, float]], float, float]:
+    """Returns what an observation page shows besides its memory: the related memories (strongest
+    link first), the strength at `now` and the half-life."""
+    related = [(live[i], w) for i, w in sorted(adjacent.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return related, obs.strength(now), half_life_days(obs.category, obs.importance)
+
+
+def _moved(live: Mapping[str, Observation], last: LastRender) -> set[str]:
+    """Returns the memories that moved since `last`: the changed ones and the ones that came into
+    or left the live, unarchived set."""
+    return set(last.changed) | (set(last.pages) ^ set(live))
+
+
+def _near(state: Mapping[str, Observation], live: Mapping[str, Observation], moved: set[str],
+          linked_from: Callable[[str], Sequence[str]]) -> set[str]:
+    """Returns the live memories whose page inputs may have moved: the `moved` ones and every
+    memory linked with one (their related lists show its title, page and whether it is there).
+    Links are set when a memory is saved and never change after, so the links of now are the
+    links of then."""
+    near = set(moved)
+    for memory_id in moved:
+        obs = state.get(memory_id)
+        near.update(other for other, _ in (obs.links if obs else ()))
+        near.update(linked_from(memory_id))
+    return near & set(live)
+
+
+class _LinkedFrom:
+    """{memory: the memories whose links name it}, built on the first question (one pass over every link)."""
+
+    def __init__(self, state: Mapping[str, Observation]) -> None:
+        self._state = state
+        self._found: dict[str, list[str]] | None = None
+
+    def __call__(self, memory_id: str) -> Sequence[str]:
+        if self._found is None:
+            self._found = defaultdict(list)
+            for source, obs in self._state.items():
+                for other, _ in obs.links:
+                    self._found[other].append(source)
+        return self._found.get(memory_id, ())
+
+
+def _adjacent(memory_id: str, live: Mapping[str, Observation], linked_from: Sequence[str]) -> dict[str, float]:
+    """Returns `association_graph(live).get(memory_id, {})` from the links of one memory and of those
+    that name it (`linked_from`), without building the graph."""
+    found: dict[str, float] = {}
+    for other, weight in live[memory_id].links:
+        if other in live and other != memory_id:
+            found[other] = max(found.get(other, 0.0), weight)
+    for other in linked_from:
+        if other in live and other != memory_id:
+            for target, weight in live[other].links:
+                if target == memory_id:
+                    found[other] = max(found.get(other, 0.0), weight)
+    return found
 
 
 def template_key(env: jinja2.Environment, name: str) -> str:

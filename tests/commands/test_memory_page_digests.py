@@ -49,7 +49,10 @@ def test_a_compile_with_no_memory_change_renders_no_observation_page(make_vault,
     report = compile_again(vault, fake_embedder)
     assert report.changed == ["Home.md"] and report.memories["pages_rendered"] == 0
     records = load_state(VaultPaths(vault.resolve()).state)[0].memory_renders
-    assert sorted(f"_engram/{p}" for p in records) == sorted(observation_pages(vault))
+    assert sorted(f"_engram/{p}" for p in records if p.startswith("memory/")) == sorted(observation_pages(vault))
+    assert sorted(p for p in records if not p.startswith("memory/")) == [f"projects/{p}.md" for p in sorted(
+        ("backup", "ci", "payments", "staging"))]  # kept too: none of their members moved
+    assert not any(p.startswith("_engram/projects/") for p in report.written)
 
 
 def test_one_memory_added_or_updated_renders_only_its_page(make_vault, fake_embedder):
@@ -130,3 +133,72 @@ def test_a_memory_retitled_changes_the_digest_of_the_pages_that_link_it(tmp_path
 
 def ids_page(pages, memory_id: str) -> str:
     return next(p for p, i in pages.page_ids.items() if i == memory_id)
+
+
+def test_a_render_from_the_last_one_matches_a_full_render_after_every_kind_of_change():
+    """Retitled, newly linked, deleted, archived and restored memories: digesting only the pages
+    near the changed memories gives the digests, pages and ids of a full render."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+
+    from compiler.memory.model import Observation
+    from compiler.render.memory import LastRender, render_memory_pages
+    from compiler.render.notes import template_environment
+
+    def obs(n: int, links=(), **more) -> Observation:
+        return Observation(id=f"mem-{n:02d}", project=f"p{n % 3}", title=f"Memory {n}", content=f"Fact number {n}.",
+                           created_at="2026-11-29 10:00:00", links=links, **more)
+
+    now, env = datetime(2026, 11, 30, tzinfo=timezone.utc), template_environment(None)
+    before = {o.id: o for o in [obs(n, links=((f"mem-{(n + 1) % 12:02d}", 0.5 + n / 100),)) for n in range(12)]}
+    first = render_memory_pages(before, {"mem-11"}, now, env)
+    last = LastRender(key=first.key, projects=first.projects, shown=now, changed=frozenset(),
+                      pages={i: p for p, i in first.page_ids.items()}, digests=first.digests)
+    after = dict(before)
+    after["mem-03"] = replace(before["mem-03"], title="Memory three, retitled")  # its neighbours link it by title
+    after["mem-07"] = replace(before["mem-07"], deleted_at="2026-11-30 09:00:00")
+    after["mem-20"] = obs(20, links=(("mem-05", 0.9),))  # new, linked to an old memory
+    changed = frozenset({"mem-03", "mem-07", "mem-20"})
+    pruned = {"mem-09"}  # archived now; mem-11 is back
+    full = render_memory_pages(after, pruned, now, env)
+    reused = render_memory_pages(after, pruned, now, env, last=replace(last, changed=changed))
+    assert (reused.digests, reused.page_ids, reused.pages) == (full.digests, full.page_ids, full.pages)
+    on_disk = lambda page, digest: first.digests.get(page) == digest  # noqa: E731
+    kept = render_memory_pages(after, pruned, now, env, on_disk, last=replace(last, changed=changed))
+    assert kept.kept == render_memory_pages(after, pruned, now, env, on_disk).kept
+    # Only the pages near a change are digested: mem-01 links and is linked by unchanged memories alone.
+    far = ids_page(first, "mem-01")
+    trusted = render_memory_pages(after, pruned, now, env, last=replace(last, changed=changed,
+                                                                        digests={**first.digests, far: "recorded"}))
+    assert trusted.digests[far] == "recorded" and trusted.digests[ids_page(first, "mem-00")] == full.digests[ids_page(first, "mem-00")]
+    # One memory saved: the pages of the other projects are kept as they are on disk.
+    added = render_memory_pages({**before, "mem-20": after["mem-20"]}, {"mem-11"}, now, env, on_disk,
+                                last=replace(last, changed=frozenset({"mem-20"})))
+    assert sorted(p for p in added.pages if p.startswith("projects/")) == ["projects/p2.md"]
+    assert {"projects/p0.md", "projects/p1.md"} <= added.kept
+    # Another instant shown, template or project folders: every page is digested again.
+    later = render_memory_pages(after, pruned, datetime(2026, 12, 1, tzinfo=timezone.utc), env, on_disk,
+                                last=replace(last, changed=changed))
+    assert not later.kept
+
+
+def test_a_compile_after_memory_writes_records_the_digests_a_full_compile_makes(make_vault, fake_embedder, tmp_path):
+    """The digests reused from the last build are the ones a build from nothing computes."""
+    import shutil
+
+    vault, ids = compiled(make_vault, fake_embedder)
+    with VaultMemory(vault, SETTINGS, embedder=fake_embedder) as memory:
+        write_memories(memory, [MemoryInput(content="The payments API on PostgreSQL 16 pages the on-call team.",
+                                            project="payments", created_at="2026-11-29 11:00:00")])
+        update_memory(memory, ids[1], content="Grafana dashboards watch the hourly backup.")
+    compile_vault(vault, SETTINGS, embedder=fake_embedder)
+    state = load_state(VaultPaths(vault.resolve()).state)[0]
+    assert state.memory_mark["count"] == "6"  # the five saves and the update: the next build starts from here
+    fresh = tmp_path / "fresh"
+    shutil.copytree(vault, fresh)
+    shutil.rmtree(fresh / ".engram" / "cache")
+    shutil.rmtree(fresh / "_engram")
+    compile_vault(fresh, SETTINGS, embedder=fake_embedder)
+    rebuilt = load_state(VaultPaths(fresh.resolve()).state)[0]
+    assert {p: r[0] for p, r in state.memory_renders.items()} == {p: r[0] for p, r in rebuilt.memory_renders.items()}
+    assert observation_pages(vault) == {p: b for p, b in observation_pages(fresh).items()}
