@@ -34,6 +34,8 @@ class BuildState:
     # observation page → (digest of what it was rendered from, size, mtime_ns, inode once written):
     # a page whose digest and stat both still match is not rendered again (compiler.commands.memory_pages)
     memory_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
+    # the same for the note pages (catalog, health, backlinks): a page whose inputs did not move is kept
+    note_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
@@ -43,7 +45,8 @@ class BuildState:
                 "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
                 "memory_pages": dict(sorted(self.memory_pages.items())),
                 "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events,
-                "memory_renders": {p: list(r) for p, r in sorted(self.memory_renders.items())}}
+                "memory_renders": {p: list(r) for p, r in sorted(self.memory_renders.items())},
+                "note_renders": {p: list(r) for p, r in sorted(self.note_renders.items())}}
         return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -63,7 +66,8 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             warnings={p: [BuildWarning(**w) for w in ws] for p, ws in data.get("warnings", {}).items()},
             memory_pages={p: v if isinstance(v, str) else v[0] for p, v in data.get("memory_pages", {}).items()},
             pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", ""),
-            memory_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("memory_renders", {}).items()}), ""
+            memory_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("memory_renders", {}).items()},
+            note_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("note_renders", {}).items()}), ""
     except (ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 
