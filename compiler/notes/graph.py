@@ -149,12 +149,12 @@ def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
     NetworkX's rules (a node or an edge added twice keeps the last attributes given).
     """
     nodes: dict[str, dict[str, object]] = {}
-    edges: dict[tuple[str, str, str], dict[str, object]] = {}
+    edges: dict[tuple[str, str, str], float] = {}  # (source, target, key) → weight; the kind is the key
 
     def edge(source: str, target: str, key: str, weight: float) -> None:
         nodes.setdefault(source, {})
         nodes.setdefault(target, {})
-        edges[(source, target, key)] = {"kind": key, "weight": weight}
+        edges[(source, target, key)] = weight
 
     for note in sorted(notes, key=lambda n: n.path):
         nodes.setdefault(note.path, {}).update(kind="note", title=note.title)
@@ -171,15 +171,11 @@ def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
     for path, near in sorted(neighbours.items()):
         for other, cosine in near:
             edge(path, other, "related", cosine)
-    encoded: dict[str, str] = {}
+    # Every id once through the encoder; the edges' keys and kinds are plain words.
+    encoded = {node: json.dumps(node, ensure_ascii=False) for node in nodes}
 
     def text(value: object) -> str:
-        if not isinstance(value, str):
-            return json.dumps(value)
-        found = encoded.get(value)
-        if found is None:
-            found = encoded[value] = json.dumps(value, ensure_ascii=False)
-        return found
+        return json.dumps(value, ensure_ascii=False)
 
     def record(fields: Mapping[str, object]) -> str:
         return "  {\n" + ",\n".join(f"   {text(k)}: {text(fields[k])}" for k in sorted(fields)) + "\n  }"
@@ -189,9 +185,8 @@ def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
 
     node_records = [record({"id": node, **nodes[node]}) for node in sorted(nodes)]
     # Every edge has the same five fields: one format, not a sort of its fields per edge.
-    edge_records = [f'  {{\n   "key": {text(k)},\n   "kind": {text(edges[(s, t, k)]["kind"])},\n   "source": {text(s)},'
-                    f'\n   "target": {text(t)},\n   "weight": {_number(edges[(s, t, k)]["weight"])}\n  }}'
-                    for s, t, k in sorted(edges)]
+    edge_records = [f'  {{\n   "key": "{k}",\n   "kind": "{k}",\n   "source": {encoded[s]},\n   "target": {encoded[t]},'
+                    f'\n   "weight": {_number(edges[(s, t, k)])}\n  }}' for s, t, k in sorted(edges)]
     return (f'{{\n "directed": true,\n "graph": {{}},\n "links": {listed(edge_records)},\n "multigraph": true,\n'
             f' "nodes": {listed(node_records)}\n}}\n')
 
