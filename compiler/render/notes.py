@@ -185,12 +185,14 @@ def _health_inputs(health: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def places(links: Sequence[ResolvedLink]) -> list[tuple[ResolvedLink, int]]:
     """Returns one (link, how many) per place: a line holding the same link three times is one row."""
-    counts = Counter((l.source, l.target, l.link.line, l.link.kind, l.link.heading, l.link.block,
-                      l.link.target if l.status == "broken" else "") for l in links)
+    if not links:
+        return []
+    counts: dict[tuple, int] = {}
     first: dict[tuple, ResolvedLink] = {}
     for link in links:
         key = (link.source, link.target, link.link.line, link.link.kind, link.link.heading, link.link.block,
                link.link.target if link.status == "broken" else "")
+        counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, link)
     return [(link, counts[key]) for key, link in first.items()]
 
