@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def _load(path: Path, digest: str, settings: Settings) -> tuple[list[str], np.nd
                 return None
             paths, matrix = [str(p) for p in data["paths"]], data["matrix"]
             near, cosine = data["near"], data["cosine"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # missing, old or damaged: computed again
         return None
     neighbours = {p: [(paths[j], float(c)) for j, c in zip(near[i], cosine[i]) if j >= 0] for i, p in enumerate(paths)}
     return paths, matrix, neighbours

@@ -70,3 +70,21 @@ def test_only_pages_whose_inputs_changed_are_rendered(make_vault, monkeypatch):
     (vault / "C.md").write_text("# C\n\nSea.\n")
     compile_vault(vault, settings, embedder=FakeEmbedder())
     assert "Backlinks: A" in (vault / "_engram/backlinks/A.links.md").read_text()  # a page changed on disk is made again
+
+
+def test_a_damaged_or_stale_related_cache_is_computed_again(make_vault):
+    rng = random.Random(9)
+    names = [f"N{i}" for i in range(12)]
+    vault = make_vault({f"{name}.md": note_text(rng, names) for name in names})
+    settings = Settings(related_min_cosine=0.1, related_max=2)
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    cache = vault / ".engram/cache/related.npz"
+    for damage in (b"not a zip", cache.read_bytes()[:100]):
+        (vault / "N1.md").write_text(note_text(rng, names))
+        cache.write_bytes(damage)
+        compile_vault(vault, settings, embedder=FakeEmbedder())
+        fresh = vault.parent / f"fresh-{len(damage)}"
+        shutil.copytree(vault, fresh)
+        shutil.rmtree(fresh / ".engram" / "cache")
+        compile_vault(fresh, settings, embedder=FakeEmbedder())
+        assert outputs(fresh) == outputs(vault)
