@@ -35,8 +35,8 @@ from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.embedder import load_embedder  # noqa: E402
 
 STAGES = [(notes, "parse_notes"), (links, "resolve_links"), (index, "embed_sections"), (index, "update_indexes"),
-          (graph, "related_notes"), (graph, "save_graph"), (memories, "compile_memories"),
-          (render, "render_note_pages"), (files, "write_pages"), (spine, "save_state"), (inputs, "gather_inputs"),
+          (graph, "update_related"), (graph, "save_graph"), (memories, "compile_memories"),
+          (render, "render_changed_note_pages"), (files, "write_pages"), (spine, "save_state"), (inputs, "gather_inputs"),
           (spine, "_rescan")]
 
 

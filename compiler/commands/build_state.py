@@ -37,6 +37,8 @@ class BuildState:
     memory_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
     # where the memory events stood and what the pages were made with (compile_memories.render_mark)
     memory_mark: dict[str, Any] = field(default_factory=dict)
+    # the same as memory_renders for the note pages (catalog, health, backlinks): a page whose inputs did not move is kept
+    note_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
@@ -47,7 +49,8 @@ class BuildState:
                 "memory_pages": dict(sorted(self.memory_pages.items())),
                 "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events,
                 "memory_renders": {p: list(r) for p, r in sorted(self.memory_renders.items())},
-                "memory_mark": self.memory_mark}
+                "memory_mark": self.memory_mark,
+                "note_renders": {p: list(r) for p, r in sorted(self.note_renders.items())}}
         return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -68,7 +71,8 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             memory_pages={p: v if isinstance(v, str) else v[0] for p, v in data.get("memory_pages", {}).items()},
             pages=dict(data.get("pages", {})), memory_events=data.get("memory_events", ""),
             memory_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("memory_renders", {}).items()},
-            memory_mark=dict(data.get("memory_mark", {}))), ""
+            memory_mark=dict(data.get("memory_mark", {})),
+            note_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("note_renders", {}).items()}), ""
     except (ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 

@@ -113,19 +113,15 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     The stages are imported here, not at the top: a no-op compile in a new process (a
     pre-commit hook, an editor's shell command) never pays for networkx, jinja2 or Chroma.
     """
-    from compiler.commands.compile_graph import related_notes, save_graph
-    from compiler.commands.compile_index import (
-        choose_model,
-        embed_sections,
-        update_indexes,
-    )
+    from compiler.commands.compile_graph import related_file, save_graph, update_related
+    from compiler.commands.compile_index import SectionVectors, choose_model, update_indexes
     from compiler.commands.compile_memories import compile_memories
     from compiler.commands.compile_notes import parse_notes
-    from compiler.commands.memory_pages import page_records
+    from compiler.commands.memory_pages import KeptPages, page_records
     from compiler.core.files import write_pages
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.notes.links import resolve_links
-    from compiler.render.notes import VaultView, render_note_pages, template_environment
+    from compiler.render.notes import VaultView, render_changed_note_pages, template_environment
 
     model = choose_model(settings.model, embedder)
     previous, reason = previous_build(paths, model.identity, settings)
@@ -135,10 +131,12 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
     found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings])
     _tell(warn, found)
-    with progress("embed", parsed.sections) as tick:
-        embedded = embed_sections(paths.embeddings, parsed.notes, model, tick, parsed.moved_from)
-    update_indexes(paths, settings.chroma_url, parsed, embedded.vectors, full=bool(reason))
-    neighbours = related_notes(parsed.notes, embedded.vectors, settings)
+    stale = sorted(parsed.notes) if reason else parsed.changed  # the notes whose vectors are read now
+    with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
+        vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick, parsed.moved_from)
+    update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
+    neighbours = update_related(related_file(paths.graph), previous.notes, parsed.notes, parsed.changed, vectors,
+                                settings)
     save_graph(paths.graph, parsed.notes, links, neighbours)
     env = template_environment(overrides, settings.out)
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
@@ -147,20 +145,25 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
-    pages = {**render_note_pages(view, env, settings.out), **memory.pages}
-    written = write_pages(paths.root, settings.out, pages, keep=memory.kept)
+    unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
+    notes_pages = render_changed_note_pages(view, env, settings.out, unchanged)
+    pages = {**notes_pages.pages, **memory.pages}
+    written = write_pages(paths.root, settings.out, pages, keep=[*memory.kept, *notes_pages.kept])
     _tell(warn, written.warnings)
-    kept = {f"{settings.out}/{p}": previous.pages[f"{settings.out}/{p}"] for p in memory.kept}  # their bytes' sha256
+    kept = {f"{settings.out}/{p}": previous.pages[f"{settings.out}/{p}"]  # their bytes' sha256
+            for p in [*memory.kept, *notes_pages.kept]}
     save_state(paths.state, BuildState(
         model=model.identity, model_setting=settings.model, fingerprint=settings.index_fingerprint(),
         parser=parser_fingerprint(),
         files={s.path: s for s in scan.notes}, notes=parsed.notes, warnings=parsed.warnings,
         memory_pages=memory.page_ids, pages={**_page_hashes(settings.out, pages), **kept}, memory_events=memory.events_digest,
         memory_renders=page_records(paths.root, settings.out, memory.digests, memory.kept,
-                                    [w.file for w in written.warnings]), memory_mark=memory.render_mark))
+                                    [w.file for w in written.warnings]), memory_mark=memory.render_mark,
+        note_renders=page_records(paths.root, settings.out, notes_pages.digests,
+                                  {p: unchanged.stamps[p] for p in notes_pages.kept}, [w.file for w in written.warnings])))
     report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
-        renamed=parsed.renamed, embedded=embedded.count, written=written.written, deleted=written.deleted,
+        renamed=parsed.renamed, embedded=vectors.embedded, written=written.written, deleted=written.deleted,
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                   "maintenance": memory.maintenance, "pages_rendered": memory.rendered},

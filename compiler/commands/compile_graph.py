@@ -1,30 +1,109 @@
-"""Compile stage graph: each note's related notes by meaning, and `graph.json` (links and related edges)."""
+"""Compile stage graph: each note's related notes by meaning, and `graph.json` (links and related edges).
+
+The related notes need every note's mean vector. `related.npz` beside `graph.json` keeps them
+(scaled to length 1) with the neighbour lists of the build that wrote it, so after an edit only
+the edited notes' means are computed and only the lists they can change are looked at again
+(`compiler.notes.graph.updated_neighbours`, exact). The file names the notes it was made for (a
+digest of their paths and hashes): one that does not match the last build's notes is not used.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import io
+import json
+import zipfile
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
-from compiler.notes.graph import build_graph, graph_json, semantic_neighbours
+from compiler.notes.graph import Neighbours, graph_text, semantic_neighbours, unit_matrix, updated_neighbours
 from compiler.notes.records import Note, ResolvedLink
-
-Neighbours = dict[str, list[tuple[str, float]]]  # note path → (related note path, cosine), best first
 
 
 def related_notes(notes: Mapping[str, Note], vectors: Mapping[str, np.ndarray], settings: Settings) -> Neighbours:
     """Returns each note's most similar notes, comparing the mean of each note's section vectors."""
-    means = {p: np.mean([vectors[f"{p}#{i}"] for i in range(len(n.sections))], axis=0)
-             for p, n in notes.items() if n.sections}
+    means = {p: note_mean(n, vectors) for p, n in notes.items() if n.sections}
     return semantic_neighbours(means, settings.related_min_cosine, settings.related_max)
+
+
+def note_mean(note: Note, vectors: Mapping[str, np.ndarray]) -> np.ndarray:
+    return np.mean([vectors[f"{note.path}#{i}"] for i in range(len(note.sections))], axis=0)
+
+
+def notes_digest(notes: Mapping[str, Note]) -> str:
+    """Names a set of notes by their paths and bytes: what `related.npz` was computed from."""
+    return hashlib.sha256(repr(sorted((p, n.sha256) for p, n in notes.items())).encode("utf-8")).hexdigest()
+
+
+def related_file(graph: Path) -> Path:
+    return graph.with_name("related.npz")
+
+
+def update_related(cache: Path, previous: Mapping[str, Note], notes: Mapping[str, Note], moved: Collection[str],
+                   vectors: Mapping[str, np.ndarray], settings: Settings) -> Neighbours:
+    """Returns `related_notes(notes, vectors, settings)`, reading only the vectors of the `moved`
+    notes (edited, new, renamed) when `cache` holds the means of the `previous` notes; then saves
+    the cache for the next build."""
+    saved = _load(cache, notes_digest(previous), settings)
+    paths = sorted(p for p, n in notes.items() if n.sections)
+    if saved is None:
+        means = {p: note_mean(notes[p], vectors) for p in paths}
+        neighbours = semantic_neighbours(means, settings.related_min_cosine, settings.related_max)
+        matrix = unit_matrix([means[p] for p in paths], 0)
+    else:
+        old_paths, old_matrix, old_neighbours = saved
+        old_rows = {p: i for i, p in enumerate(old_paths)}
+        moved = {p for p in paths if p in moved or p not in old_rows}
+        rows = [unit_matrix([note_mean(notes[p], vectors)], 0)[0] if p in moved else old_matrix[old_rows[p]]
+                for p in paths]
+        matrix = np.vstack(rows) if rows else old_matrix[:0]
+        gone = set(old_paths) - set(paths)
+        neighbours = updated_neighbours(old_neighbours, paths, matrix, moved | gone, settings.related_min_cosine,
+                                        settings.related_max)
+    _save(cache, notes_digest(notes), settings, paths, matrix, neighbours)
+    return neighbours
+
+
+def _key(digest: str, settings: Settings) -> str:
+    return json.dumps([digest, settings.related_min_cosine, settings.related_max])
+
+
+def _load(path: Path, digest: str, settings: Settings) -> tuple[list[str], np.ndarray, Neighbours] | None:
+    """Returns (paths, unit means, neighbours) saved for the notes named by `digest`, else None."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["key"]) != _key(digest, settings):
+                return None
+            paths, matrix = [str(p) for p in data["paths"]], data["matrix"]
+            near, cosine = data["near"], data["cosine"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # missing, old or damaged: computed again
+        return None
+    neighbours = {p: [(paths[j], float(c)) for j, c in zip(near[i], cosine[i]) if j >= 0] for i, p in enumerate(paths)}
+    return paths, matrix, neighbours
+
+
+def _save(path: Path, digest: str, settings: Settings, paths: Sequence[str], matrix: np.ndarray,
+          neighbours: Neighbours) -> None:
+    rows = {p: i for i, p in enumerate(paths)}
+    width = max([len(v) for v in neighbours.values()] + [1])
+    near = np.full((len(paths), width), -1, np.int32)
+    cosine = np.zeros((len(paths), width), np.float64)  # holds every float the lists hold, as they are
+    for p, found in neighbours.items():
+        for k, (other, c) in enumerate(found):
+            near[rows[p], k], cosine[rows[p], k] = rows[other], c
+    buffer = io.BytesIO()
+    np.savez(buffer, key=np.array(_key(digest, settings)), paths=np.array(list(paths), dtype=str),
+             matrix=matrix, near=near, cosine=cosine)
+    atomic_write(path, buffer.getvalue(), durable=False)
 
 
 def save_graph(path: Path, notes: Mapping[str, Note], links: Sequence[ResolvedLink], neighbours: Neighbours) -> bool:
     """Writes the note graph to `path` unless it already holds those bytes; returns whether it wrote."""
-    data = graph_json(build_graph(list(notes.values()), links, neighbours)).encode("utf-8")
+    data = graph_text(list(notes.values()), links, neighbours).encode("utf-8")
     if path.is_file() and path.read_bytes() == data:
         return False
     atomic_write(path, data)

@@ -3,7 +3,7 @@ and vector indexes brought in step with the notes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +90,39 @@ def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, ti
         if tokens:
             tokens.close()
     return Embedded(dict(zip(ids, vectors)), count + embedded)
+
+
+class SectionVectors(Mapping[str, np.ndarray]):
+    """Section id → vector, read (or embedded) for the notes a build changed, and for every other
+    note only when a stage asks for one of theirs (a full rebuild, an index found out of step).
+
+    After one edit of a 10,000-note vault nothing needs the other notes' vectors: the indexes
+    rewrite the changed notes' rows, the related notes come from their saved means.
+    """
+
+    def __init__(self, cache_file: Path, notes: Mapping[str, Note], stale: Collection[str], model: Model,
+                 tick: Callable[[int], None], moved_from: Mapping[str, Note] | None = None) -> None:
+        self._args = cache_file, notes, model, moved_from
+        first = embed_sections(cache_file, {p: notes[p] for p in stale if p in notes}, model, tick, moved_from)
+        self._vectors, self.embedded = first.vectors, first.count  # embedded: texts embedded, not cached
+        self._complete = len(first.vectors) == sum(len(n.sections) for n in notes.values())
+
+    def _everything(self) -> dict[str, np.ndarray]:
+        if not self._complete:
+            cache_file, notes, model, moved_from = self._args
+            rest = embed_sections(cache_file, notes, model, lambda _: None, moved_from)
+            self._vectors, self.embedded, self._complete = rest.vectors, self.embedded + rest.count, True
+        return self._vectors
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        found = self._vectors.get(key)
+        return found if found is not None else self._everything()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._everything())
+
+    def __len__(self) -> int:
+        return len(self._everything())
 
 
 def _embedded_as(note: Note, old: Note | None) -> Note:

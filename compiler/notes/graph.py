@@ -7,7 +7,8 @@ Edge kinds: "link" and "embed" (note → note or attachment), "tag" (note → ta
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -18,27 +19,89 @@ from compiler.notes.records import Note, ResolvedLink
 _BLOCK = 1024  # rows per block in the neighbour search: bounded memory on large vaults
 
 
-def semantic_neighbours(vectors: Mapping[str, np.ndarray], min_cosine: float, limit: int) -> dict[str, list[tuple[str, float]]]:
+Neighbours = dict[str, list[tuple[str, float]]]  # path → (other path, cosine), best first
+
+
+def semantic_neighbours(vectors: Mapping[str, np.ndarray], min_cosine: float, limit: int) -> Neighbours:
     """Returns, for each path, up to `limit` other paths with cosine ≥ `min_cosine`, best first.
 
     Cosines are rounded to 4 places before comparing so that float noise between a cached
     and a fresh embedding cannot reorder ties: pages stay byte-identical after a rebuild.
+    Ties are broken by path, also at the cut-off (every tied candidate is looked at).
     """
     paths = sorted(vectors)
-    if len(paths) < 2:
-        return {p: [] for p in paths}
-    matrix = np.vstack([_unit(vectors[p]) for p in paths])
-    result: dict[str, list[tuple[str, float]]] = {}
-    for start in range(0, len(paths), _BLOCK):
-        sims = np.round(matrix[start:start + _BLOCK] @ matrix.T, 4)
-        for row, sim in enumerate(sims):
-            me = start + row
-            sim[me] = -1.0
-            keep = min(limit, len(sim) - 1)
-            candidates = np.argpartition(-sim, keep)[:keep + 1] if keep + 1 < len(sim) else np.arange(len(sim))
-            top = sorted(candidates, key=lambda j: (-sim[j], j))[:limit]  # ties by path: paths are sorted
-            result[paths[me]] = [(paths[j], float(sim[j])) for j in top if sim[j] >= min_cosine]
+    matrix = unit_matrix([vectors[p] for p in paths], len(next(iter(vectors.values()))) if paths else 0)
+    return neighbours_of(range(len(paths)), paths, matrix, min_cosine, limit)
+
+
+def unit_matrix(vectors: Sequence[np.ndarray], dimension: int) -> np.ndarray:
+    """Returns the vectors, each scaled to length 1, as the rows of one matrix."""
+    return np.vstack([_unit(v) for v in vectors]) if len(vectors) else np.zeros((0, dimension), np.float32)
+
+
+def neighbours_of(rows: Iterable[int], paths: Sequence[str], matrix: np.ndarray, min_cosine: float,
+                  limit: int) -> Neighbours:
+    """Returns the neighbours of the paths at `rows` (indexes into `paths` and `matrix`), compared
+    with every other row of `matrix`."""
+    wanted = sorted(rows)
+    result: Neighbours = {}
+    for start in range(0, len(wanted), _BLOCK):
+        block = wanted[start:start + _BLOCK]
+        sims = cosines(matrix[block], matrix)
+        for row, me in enumerate(block):
+            result[paths[me]] = _best(sims[row], me, paths, min_cosine, limit)
     return result
+
+
+def cosines(rows: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Returns the cosines (4 places) of unit `rows` against unit `matrix`. Always a matrix product
+    of two or more rows: one row would go through another BLAS routine (a vector product) whose
+    sums can differ in the last bit, and an incremental update must see the rebuild's values."""
+    padded = rows if len(rows) > 1 else np.vstack([rows, rows])
+    return np.round(padded @ matrix.T, 4)[:len(rows)]
+
+
+def _best(sim: np.ndarray, me: int, paths: Sequence[str], min_cosine: float, limit: int) -> list[tuple[str, float]]:
+    """Returns the best `limit` entries of one row of cosines (not `me`), ≥ `min_cosine`, ties by path."""
+    sim = sim.copy()
+    sim[me] = -np.inf
+    if limit <= 0:
+        return []
+    floor = np.float32(min_cosine) if limit >= len(sim) else max(np.partition(sim, len(sim) - limit)[len(sim) - limit],
+                                                                 np.float32(min_cosine))
+    found = np.flatnonzero(sim >= floor)
+    found = found[sim[found] >= min_cosine]
+    order = np.lexsort((found, -sim[found]))[:limit]  # paths are sorted: index order is path order
+    return [(paths[j], float(sim[j])) for j in found[order]]
+
+
+def updated_neighbours(previous: Mapping[str, Sequence[tuple[str, float]]], paths: Sequence[str], matrix: np.ndarray,
+                       moved: Iterable[str], min_cosine: float, limit: int) -> Neighbours:
+    """Returns `semantic_neighbours` of the rows of `matrix`, given `previous`, the neighbours of
+    the last build, when only the paths in `moved` got new vectors (or are new, or are gone).
+
+    Exact, not approximate: a path's list is computed again in full when it is moved or its last
+    list held a moved path (that one may have fallen out, letting in one we did not keep). Any
+    other list lost nothing, since every cosine in it is as it was, so its new top is the best of
+    it and the moved paths' new cosines with it (those come from the moved rows: the product is
+    symmetric). `tests/notes/test_incremental_neighbours.py` compares this with a full rebuild.
+    """
+    moved = set(moved)
+    index = {p: i for i, p in enumerate(paths)}
+    again = {i for i, p in enumerate(paths) if p in moved or p not in previous
+             or any(other in moved or other not in index for other, _ in previous[p])}
+    result = neighbours_of(again, paths, matrix, min_cosine, limit)
+    fresh = sorted(index[p] for p in moved if p in index)
+    if not fresh:
+        return {p: result[p] if i in again else list(previous[p]) for i, p in enumerate(paths)}
+    sims = cosines(matrix[fresh], matrix)
+    for i, path in enumerate(paths):
+        if i in again:
+            continue
+        offered = [(paths[j], float(sims[k, i])) for k, j in enumerate(fresh) if sims[k, i] >= min_cosine]
+        merged = sorted([*previous[path], *offered], key=lambda near: (-near[1], near[0]))
+        result[path] = merged[:limit]
+    return {p: result[p] for p in paths}
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -74,6 +137,63 @@ def graph_json(graph: nx.MultiDiGraph) -> str:
     data["nodes"] = sorted(data["nodes"], key=lambda n: n["id"])
     data["links"] = sorted(data["links"], key=lambda e: (e["source"], e["target"], e["key"]))
     return json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n"
+
+
+def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
+               neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> str:
+    """Returns `graph_json(build_graph(notes, links, neighbours))`, the same bytes, without NetworkX.
+
+    The node-link JSON is indented, and an indented `json.dumps` runs the encoder in Python: for
+    10,000 notes that took 8 s, most of a compile after one edit. Here each node and edge is a
+    flat record, so its lines are put together from the encoded values. The graph is built with
+    NetworkX's rules (a node or an edge added twice keeps the last attributes given).
+    """
+    nodes: dict[str, dict[str, object]] = {}
+    edges: dict[tuple[str, str, str], float] = {}  # (source, target, key) → weight; the kind is the key
+
+    def edge(source: str, target: str, key: str, weight: float) -> None:
+        nodes.setdefault(source, {})
+        nodes.setdefault(target, {})
+        edges[(source, target, key)] = weight
+
+    for note in sorted(notes, key=lambda n: n.path):
+        nodes.setdefault(note.path, {}).update(kind="note", title=note.title)
+        for tag in note.tags:
+            nodes.setdefault(f"#{tag}", {}).update(kind="tag")
+            edge(note.path, f"#{tag}", "tag", 1.0)
+    for link in links:
+        if link.status == "broken" or link.target == link.source:
+            continue
+        if link.target not in nodes:
+            nodes[link.target] = {"kind": "attachment"}
+        kind = "embed" if link.link.kind == "embed" else "link"
+        edge(link.source, link.target, kind, 1.0)
+    for path, near in sorted(neighbours.items()):
+        for other, cosine in near:
+            edge(path, other, "related", cosine)
+    # Every id once through the encoder; the edges' keys and kinds are plain words.
+    encoded = {node: json.dumps(node, ensure_ascii=False) for node in nodes}
+
+    def text(value: object) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    def record(fields: Mapping[str, object]) -> str:
+        return "  {\n" + ",\n".join(f"   {text(k)}: {text(fields[k])}" for k in sorted(fields)) + "\n  }"
+
+    def listed(records: list[str]) -> str:
+        return "[\n" + ",\n".join(records) + "\n ]" if records else "[]"
+
+    node_records = [record({"id": node, **nodes[node]}) for node in sorted(nodes)]
+    # Every edge has the same five fields: one format, not a sort of its fields per edge.
+    edge_records = [f'  {{\n   "key": "{k}",\n   "kind": "{k}",\n   "source": {encoded[s]},\n   "target": {encoded[t]},'
+                    f'\n   "weight": {_number(edges[(s, t, k)])}\n  }}' for s, t, k in sorted(edges)]
+    return (f'{{\n "directed": true,\n "graph": {{}},\n "links": {listed(edge_records)},\n "multigraph": true,\n'
+            f' "nodes": {listed(node_records)}\n}}\n')
+
+
+def _number(value: float) -> str:
+    """Returns a float as `json.dumps` writes it (its repr when finite), without the encoder's cost."""
+    return repr(float(value)) if math.isfinite(value) else json.dumps(value)
 
 
 def load_graph(path: Path) -> nx.MultiDiGraph:

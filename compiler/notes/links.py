@@ -40,8 +40,9 @@ def resolve_links(
     """Returns every link of every note resolved (sorted by source, line, target) and a
     warning per broken or ambiguous link. Same-note links (`[[#Heading]]`) are skipped."""
     index = _index([note.path for note in notes], attachments)
+    found: dict[tuple[str, str], tuple[str, ...]] = {}  # (folder, target) → paths: most targets recur
     resolved = [
-        _resolve(note.path, link, index)
+        _resolve(note.path, link, index, found)
         for note in notes
         for link in note.links
         if link.target.strip()
@@ -85,10 +86,24 @@ def _key(path: str) -> str:
     return unicodedata.normalize("NFC", path).lower()
 
 
-def _resolve(source: str, link: Link, index: _VaultIndex) -> ResolvedLink:
-    """Returns the link resolved against the vault: ok, ambiguous or broken."""
-    name = _file_name(link.target, index.suffixes)
+def _resolve(source: str, link: Link, index: _VaultIndex,
+             known: dict[tuple[str, str], tuple[str, ...]] | None = None) -> ResolvedLink:
+    """Returns the link resolved against the vault: ok, ambiguous or broken. What a target
+    resolves to depends on the linking note's folder only; `known` remembers it per folder."""
     folder = posixpath.dirname(source)
+    known = {} if known is None else known
+    found = known.get((folder, link.target))
+    if found is None:
+        found = known[(folder, link.target)] = _find(folder, _file_name(link.target, index.suffixes), index)
+    if not found:
+        return ResolvedLink(source, "", link, "broken")
+    if len(found) > 1:
+        return ResolvedLink(source, found[0], link, "ambiguous", found)
+    return ResolvedLink(source, found[0], link, "ok")
+
+
+def _find(folder: str, name: str, index: _VaultIndex) -> tuple[str, ...]:
+    """Returns the paths a file name written in a note of `folder` means (none when broken)."""
     if name.startswith("/"):  # vault-absolute
         found = _exact(index, _inside_vault("", name.lstrip("/")))
     elif name.startswith(("./", "../")):
@@ -99,11 +114,7 @@ def _resolve(source: str, link: Link, index: _VaultIndex) -> ResolvedLink:
             or _exact(index, _inside_vault(folder, name))
             or _shortest(index, _inside_vault("", name))
         )
-    if not found:
-        return ResolvedLink(source, "", link, "broken")
-    if len(found) > 1:
-        return ResolvedLink(source, found[0], link, "ambiguous", found)
-    return ResolvedLink(source, found[0], link, "ok")
+    return found
 
 
 def _file_name(target: str, suffixes: frozenset[str]) -> str:
@@ -116,6 +127,8 @@ def _file_name(target: str, suffixes: frozenset[str]) -> str:
 
 def _inside_vault(folder: str, name: str) -> str | None:
     """Returns the normalised vault path of `name` seen from `folder`; None if it escapes."""
+    if not folder and name and "//" not in name and "/." not in f"/{name}" and not name.endswith("/"):
+        return name  # already normal (no "", "." or ".." segment): normpath would give it back
     path = posixpath.normpath(posixpath.join(folder, name))
     return None if path == ".." or path.startswith("../") or path == "." else path
 

@@ -6,12 +6,13 @@ A vault overrides any template by putting a file of the same name in its templat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from compiler.notes.markdown_rules import inert
 from compiler.notes.records import Note, ResolvedLink
 
 PACKAGE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # editable checkout
+_RENDER_CODE = Path(__file__).read_bytes() + Path(inert.__code__.co_filename).read_bytes()  # what page digests hold of the code
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,24 @@ def backlinks_page(note_path: str) -> str:
 
 def render_note_pages(view: VaultView, env: jinja2.Environment, out: str) -> dict[str, str]:
     """Returns {page path inside `out`: text} for the catalog, the health page and every backlinks page."""
+    return render_changed_note_pages(view, env, out).pages
+
+
+@dataclass(frozen=True)
+class NotePages:
+    """The note pages of a build: those rendered, and the digest of every page's inputs."""
+
+    pages: dict[str, str]  # page path inside the output folder → text, for the pages rendered
+    digests: dict[str, str]  # every page → `page_digest` of what it is made of
+    kept: list[str]  # pages not rendered: `unchanged` said the disk holds them as made
+
+
+def render_changed_note_pages(view: VaultView, env: jinja2.Environment, out: str,
+                              unchanged: Callable[[str, str], bool] = lambda page, digest: False) -> NotePages:
+    """Renders the catalog, the health page and every backlinks page, but a page for which
+    `unchanged(page, digest of its inputs)` is true: after one edit, a few pages of 10,000 are
+    rendered. The digest holds everything the page's bytes are made of (the template, the render
+    code, and the values the template reads), so a page kept is the page a render would give."""
     by_path = {n.path: n for n in view.notes}
     incoming: dict[str, list[ResolvedLink]] = defaultdict(list)
     outgoing: dict[str, list[ResolvedLink]] = defaultdict(list)
@@ -86,27 +106,93 @@ def render_note_pages(view: VaultView, env: jinja2.Environment, out: str) -> dic
         outgoing[link.source].append(link)
         if link.status != "broken" and link.target != link.source:
             incoming[link.target].append(link)
-    pages = {"catalog.md": env.get_template("catalog.md.j2").render(**_catalog(view, out)),
-             "health.md": env.get_template("health.md.j2").render(**_health(view, incoming, outgoing))}
+    result = NotePages({}, {}, [])
+
+    def page(name: str, template: str, inputs: Callable[[], Any], render: Callable[[], str]) -> None:
+        digest = page_digest(keys[template], name, inputs())
+        result.digests[name] = digest
+        if unchanged(name, digest):
+            result.kept.append(name)
+        else:
+            result.pages[name] = render()
+
+    keys = {name: template_key(env, name) for name in ("catalog.md.j2", "health.md.j2", "backlinks.md.j2")}
+    page("catalog.md", "catalog.md.j2", lambda: _catalog_inputs(view, out),
+         lambda: env.get_template("catalog.md.j2").render(**_catalog(view, out)))
+    health = _health(view, incoming, outgoing)
+    page("health.md", "health.md.j2", lambda: _health_inputs(health),
+         lambda: env.get_template("health.md.j2").render(**health))
     backlinks = env.get_template("backlinks.md.j2")
     for note in sorted(view.notes, key=lambda n: n.path):
         linked = {l.source for l in incoming[note.path]} | {l.target for l in outgoing[note.path]}
         related = [(by_path[p], c) for p, c in view.neighbours.get(note.path, ()) if p not in linked and p in by_path]
-        pages[backlinks_page(note.path)] = backlinks.render(
-            note=note, incoming=[(by_path[link.source], link, n) for link, n in places(incoming[note.path])],
-            sources=len({l.source for l in incoming[note.path]}), outgoing=places(outgoing[note.path]),
-            related=related, by_path=by_path)
-    return pages
+        context = {"note": note, "incoming": [(by_path[link.source], link, n) for link, n in places(incoming[note.path])],
+                   "sources": len({l.source for l in incoming[note.path]}), "outgoing": places(outgoing[note.path]),
+                   "related": related}
+        page(backlinks_page(note.path), "backlinks.md.j2", lambda: _backlinks_inputs(context, by_path),
+             lambda: backlinks.render(**context, by_path=by_path))
+    return result
+
+
+def template_key(env: jinja2.Environment, name: str) -> str:
+    """Returns a digest of what turns a page's inputs into its bytes: the template's source as `env`
+    finds it (a vault's override or the bundled one), the code of this module (filters, globals,
+    the page contexts), the output folder and the Jinja version."""
+    assert env.loader is not None
+    source = env.loader.get_source(env, name)[0]
+    digest = hashlib.sha256(_RENDER_CODE)
+    digest.update(repr((source, env.globals.get("out"), jinja2.__version__)).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def page_digest(key: str, page: str, inputs: Any) -> str:
+    """Returns a digest of a page's inputs (plain values and frozen records, whose repr is stable)."""
+    return hashlib.sha256(repr((key, page, inputs)).encode("utf-8")).hexdigest()
+
+
+def _note_shown(note: Note) -> tuple[str, str, tuple[str, ...]]:
+    """What a page shows of a note it mentions: a link to its page, its title (and aliases)."""
+    return note.path, note.title, note.aliases
+
+
+def _backlinks_inputs(context: Mapping[str, Any], by_path: Mapping[str, Note]) -> tuple[Any, ...]:
+    """Returns what a backlinks page is made of: the note as the page shows it, each incoming and
+    outgoing link (with the note it resolves to, when it is one) and the related notes."""
+    note = context["note"]
+    return (_note_shown(note), context["sources"],
+            [(_note_shown(source), _link_shown(link), n) for source, link, n in context["incoming"]],
+            [(_link_shown(link), n, _note_shown(by_path[link.target]) if link.target in by_path else None)
+             for link, n in context["outgoing"]],
+            [(_note_shown(other), cosine) for other, cosine in context["related"]])
+
+
+def _link_shown(link: ResolvedLink) -> tuple[Any, ...]:
+    """A link's every field, as a tuple: a dataclass's repr costs ten times as much."""
+    written = link.link
+    return (link.source, link.target, link.status, link.candidates, written.target, written.line, written.kind,
+            written.heading, written.block, written.alias)
+
+
+def _catalog_inputs(view: VaultView, out: str) -> tuple[Any, ...]:
+    return out, list(view.projects), [(n.path, n.title, n.summary, n.tags) for n in view.notes]
+
+
+def _health_inputs(health: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The health page's context, its notes as the page shows them (it never reads their text)."""
+    return tuple((name, [_note_shown(n) for n in value] if name in ("notes", "orphans") else value)
+                 for name, value in sorted(health.items()))
 
 
 def places(links: Sequence[ResolvedLink]) -> list[tuple[ResolvedLink, int]]:
     """Returns one (link, how many) per place: a line holding the same link three times is one row."""
-    counts = Counter((l.source, l.target, l.link.line, l.link.kind, l.link.heading, l.link.block,
-                      l.link.target if l.status == "broken" else "") for l in links)
+    if not links:
+        return []
+    counts: dict[tuple, int] = {}
     first: dict[tuple, ResolvedLink] = {}
     for link in links:
         key = (link.source, link.target, link.link.line, link.link.kind, link.link.heading, link.link.block,
                link.link.target if link.status == "broken" else "")
+        counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, link)
     return [(link, counts[key]) for key, link in first.items()]
 
@@ -146,9 +232,11 @@ def _health(view: VaultView, incoming: Mapping[str, list], outgoing: Mapping[str
     # The chart shows every link by outcome: it has more than one slice whenever anything resolves.
     outcomes = {"Resolved": sum(1 for l in view.links if l.status == "ok"), "Ambiguous": len(ambiguous),
                 "Missing note": sum(m.links for m in notes_wanted), "Missing file": sum(m.links for m in files_wanted)}
-    by_note = sorted({(l.source, l.link.target) for l in broken}, key=lambda st: (st[1].lower(), st[0]))
-    broken_rows = [(source, target, sorted({l.link.line for l in broken if l.source == source and l.link.target == target}))
-                   for source, target in by_note]
+    lines: dict[tuple[str, str], set[int]] = defaultdict(set)  # one pass: a scan per row was quadratic
+    for l in broken:
+        lines[(l.source, l.link.target)].add(l.link.line)
+    by_note = sorted(lines, key=lambda st: (st[1].lower(), st[0]))
+    broken_rows = [(source, target, sorted(lines[(source, target)])) for source, target in by_note]
     return {"notes": view.notes, "broken": broken, "ambiguous": ambiguous, "orphans": orphans,
             "frontmatter": frontmatter, "other": other, "notes_wanted": notes_wanted, "files_wanted": files_wanted,
             "outcomes": outcomes, "broken_rows": broken_rows}

@@ -1,0 +1,90 @@
+"""A compile after edits does only the edited notes' work (pages, vectors, related notes), and
+what it leaves is what a compile from scratch makes: every page, byte for byte, and graph.json."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+from compiler.commands.build_state import load_state
+from compiler.commands.compile import compile_vault
+from compiler.core.settings import Settings
+from tests.conftest import FakeEmbedder
+
+WORDS = "alpha beta gamma delta payments gateway fraud refunds pipeline events nightly owners".split()
+
+
+def note_text(rng: random.Random, names: list[str]) -> str:
+    body = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(3, 9)))
+    link = f" See [[{rng.choice(names)}]]." if rng.random() < 0.6 else ""
+    return f"# {rng.choice(WORDS).title()} {rng.randrange(100)}\n\n{body}.{link}\n\n## More\n\n{rng.choice(WORDS)}\n"
+
+
+def outputs(vault: Path) -> dict[str, bytes]:
+    found = {p.relative_to(vault).as_posix(): p.read_bytes() for p in sorted((vault / "_engram").rglob("*.md"))}
+    return {**found, "graph.json": (vault / ".engram/cache/graph.json").read_bytes()}
+
+
+def test_incremental_compiles_equal_a_rebuild_from_scratch(make_vault):
+    rng = random.Random(5)
+    names = [f"N{i}" for i in range(30)]
+    vault = make_vault({f"{'sub/' if i % 3 else ''}{name}.md": note_text(rng, names) for i, name in enumerate(names)})
+    settings = Settings(related_min_cosine=0.2, related_max=3)
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    files = sorted(vault.rglob("N*.md"))
+    for round_ in range(4):
+        for path in rng.sample(files, 3):
+            path.write_text(path.read_text() + f"\n{rng.choice(WORDS)} {rng.choice(WORDS)} [[{rng.choice(names)}]]\n")
+        if round_ == 1:
+            files[0].unlink()
+            files = files[1:]
+        if round_ == 2:
+            (vault / "Fresh.md").write_text(note_text(rng, names))
+        report = compile_vault(vault, settings, embedder=FakeEmbedder())
+        assert not report.rebuild_reason and report.embedded <= 9
+        incremental = outputs(vault)
+        fresh = vault.parent / f"fresh{round_}"
+        shutil.copytree(vault, fresh)
+        shutil.rmtree(fresh / ".engram" / "cache")
+        assert compile_vault(fresh, settings, embedder=FakeEmbedder()).rebuild_reason == "no previous build"
+        assert outputs(fresh) == incremental
+
+
+def test_only_pages_whose_inputs_changed_are_rendered(make_vault, monkeypatch):
+    vault = make_vault({"A.md": "# A\n\nSee [[B]].\n", "B.md": "# B\n\nBee.\n", "C.md": "# C\n\nSea.\n"})
+    settings = Settings(related_max=0)  # no related notes: which pages show what is plain
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    records = load_state(vault / ".engram/cache/state.json")[0].note_renders
+    assert set(records) == {"catalog.md", "health.md", "backlinks/A.links.md", "backlinks/B.links.md",
+                            "backlinks/C.links.md"}
+    rendered: list[str] = []
+    import jinja2
+    original = jinja2.Template.render
+    monkeypatch.setattr(jinja2.Template, "render", lambda self, *a, **k: rendered.append(self.name) or original(self, *a, **k))
+    (vault / "C.md").write_text("# C\n\nSea.\n\nMore sea, and [[B]].\n")  # the catalog shows the first line only
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    assert sorted(rendered) == ["backlinks.md.j2", "backlinks.md.j2", "health.md.j2"]  # B's and C's; C is no orphan
+    assert "[[_engram/backlinks/C.links|C]]" in (vault / "_engram/backlinks/B.links.md").read_text()
+    (vault / "_engram/backlinks/A.links.md").write_text("---\ngenerated_by: engram\n---\nedited by hand\n")
+    (vault / "C.md").write_text("# C\n\nSea.\n")
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    assert "Backlinks: A" in (vault / "_engram/backlinks/A.links.md").read_text()  # a page changed on disk is made again
+
+
+def test_a_damaged_or_stale_related_cache_is_computed_again(make_vault):
+    rng = random.Random(9)
+    names = [f"N{i}" for i in range(12)]
+    vault = make_vault({f"{name}.md": note_text(rng, names) for name in names})
+    settings = Settings(related_min_cosine=0.1, related_max=2)
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    cache = vault / ".engram/cache/related.npz"
+    for damage in (b"not a zip", cache.read_bytes()[:100]):
+        (vault / "N1.md").write_text(note_text(rng, names))
+        cache.write_bytes(damage)
+        compile_vault(vault, settings, embedder=FakeEmbedder())
+        fresh = vault.parent / f"fresh-{len(damage)}"
+        shutil.copytree(vault, fresh)
+        shutil.rmtree(fresh / ".engram" / "cache")
+        compile_vault(fresh, settings, embedder=FakeEmbedder())
+        assert outputs(fresh) == outputs(vault)
