@@ -17,8 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_cli_runner_is_not_a_process_of_its_own() -> None:
+    import gc
+
     assert CliRunner().invoke(main, ["--help"]).exit_code == 0
     assert one_shot._own_process is False
+    threads = os.environ.get("OPENBLAS_NUM_THREADS")
+    one_shot.one_shot_process()
+    assert gc.isenabled() and os.environ.get("OPENBLAS_NUM_THREADS") == threads
 
 
 OWN_PROCESS = """
@@ -31,13 +36,14 @@ try:
 except SystemExit:
     pass
 one_shot.one_shot_process()
-print(one_shot._own_process, gc.get_freeze_count() == 0)
+import os
+print(one_shot._own_process, gc.get_freeze_count() == 0 and not gc.isenabled() and os.environ["OPENBLAS_NUM_THREADS"] == "1")
 atexit._run_exitfuncs()
 print(gc.get_freeze_count() > 1000)
 """
 
 
 def test_the_entry_point_on_its_own_argv_freezes_the_objects_at_exit() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**{k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", OWN_PROCESS], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split()[-3:] == ["True", "True", "True"]
