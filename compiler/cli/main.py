@@ -6,9 +6,11 @@ below is answered once, by `EngramGroup` (compiler.cli.common): one line, an exi
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from compiler.cli import dropin, memory, notes, serve, sync
+from compiler.cli import dropin, memory, notes, one_shot, serve, sync
 from compiler.cli.common import EngramGroup
 from compiler.core.errors import UsageError
 
@@ -21,6 +23,11 @@ class EngramCLI(EngramGroup):
         if hint:
             raise UsageError(hint)
         return super().resolve_command(ctx, args)
+
+    def main(self, args: Any = None, *rest: Any, **extra: Any) -> Any:
+        if args is None:  # the process's own command line (the console script, `python -m compiler`), not a CliRunner's
+            one_shot.own_process()
+        return super().main(args, *rest, **extra)
 
 
 @click.group(cls=EngramCLI, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

