@@ -96,8 +96,8 @@ class TokenVectorCache:
             return empty
         by_key = {_key(model, sha): sha for sha in set(hashes)}
         keys = sorted(by_key)
-        self._db.execute("BEGIN")
         try:
+            self._db.execute("BEGIN")
             state = self._db.execute(f"SELECT name, end FROM {FILE}").fetchone()
             data = self._data(*state) if state is not None else None
             if data is None:
@@ -112,7 +112,8 @@ class TokenVectorCache:
                         found[sha] = (start, size)
             return found, data
         finally:
-            self._db.execute("COMMIT")
+            if self._db.in_transaction:
+                self._db.execute("COMMIT")
 
     def _data(self, name: str, end: int) -> np.ndarray | None:
         """Returns the first `end` bytes of file `name`, mapped (again only when it grew or was
@@ -145,9 +146,9 @@ class TokenVectorCache:
         needed = sum(len(blob) + 100 for _, blob in items)
         own = not self._db.in_transaction
         with full_disk_guard(self._path, "the embedding cache", needed=needed, after=DERIVED):
-            if own:
-                self._db.execute("BEGIN IMMEDIATE")
             try:
+                if own:
+                    self._db.execute("BEGIN IMMEDIATE")
                 name, end = self._writable_file()
                 rows, offset = [], end
                 for sha, blob in items:
@@ -190,8 +191,8 @@ class TokenVectorCache:
         cache at once move it once."""
         db = self._db
         with full_disk_guard(self._path, "the embedding cache", after=DERIVED):
-            db.execute("BEGIN IMMEDIATE")
             try:
+                db.execute("BEGIN IMMEDIATE")
                 if _exists(db, LEGACY):
                     reader = db.execute(f"SELECT model, text_sha, vector FROM {LEGACY} ORDER BY model")
                     while batch := reader.fetchmany(_MOVE_BATCH):
