@@ -22,6 +22,7 @@ from compiler.index.embedder import (
 )
 from compiler.index.flat import FlatStore
 from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow
+from compiler.index.token_cache import TokenVectorCache
 from compiler.index.vector_index import open_vectors
 from compiler.index.vectors import COLLECTION
 from compiler.notes.records import Note
@@ -79,7 +80,7 @@ def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, ti
     texts = [section_text(_embedded_as(notes[p], moved_from.get(p)), i)
              for p in sorted(notes) for i in range(len(notes[p].sections))]
     cache = EmbeddingCache(cache_file)
-    tokens = EmbeddingCache(cache_file, late_interaction.TABLE, np.int8) if model.tokens else None
+    tokens = TokenVectorCache(cache_file) if model.tokens else None
     try:
         # Token vectors (for hybrid search's late-interaction pass) and sentence vectors come from
         # one forward pass; the sentence vectors of those texts are then found in the cache.

@@ -23,6 +23,7 @@ from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
 from compiler.index.embedder import Embedder
 from compiler.index.keywords import TOKENIZER, match_expression
+from compiler.index.token_cache import TokenVectorCache
 from compiler.index.vector_index import open_vectors
 from compiler.memory.model import Observation
 
@@ -238,7 +239,7 @@ class MemoryIndex:
         self.vectors = open_vectors(cache_dir, chroma_url, COLLECTION)  # the flat store unless a Chroma server
         self.keywords = MemoryKeywordIndex(cache_dir / KEYWORDS_FILE)
         self.embeddings = EmbeddingCache(cache_dir / "embeddings.sqlite")
-        self.tokens = EmbeddingCache(cache_dir / "embeddings.sqlite", late_interaction.TABLE, np.int8)
+        self.tokens = TokenVectorCache(cache_dir / "embeddings.sqlite")
 
     def close(self) -> None:
         self.vectors.close()

@@ -190,10 +190,8 @@ def _rerank(vault: Path, ranked: list[str], sections: dict[str, list[_Section]],
     compile stored (int8): reading a few hundred candidates' costs little, scoring every
     section would not. A section without them keeps its cosine.
     """
-    import numpy as np
-
     from compiler.index import late_interaction
-    from compiler.index.cache import EmbeddingCache
+    from compiler.index.token_cache import TokenVectorCache
 
     head = ranked[:RERANK]
     cache_file = vault / ".engram" / "cache" / "embeddings.sqlite"
@@ -202,7 +200,7 @@ def _rerank(vault: Path, ranked: list[str], sections: dict[str, list[_Section]],
         return ranked
     texts = [s.text if s.text.startswith(rows[p].title) else f"{rows[p].title}\n{s.text}"
              for p in head for s in sections[p]]  # what the compile embedded (its section_text)
-    tokens = EmbeddingCache(cache_file, late_interaction.TABLE, np.int8, readonly=True)
+    tokens = TokenVectorCache(cache_file, readonly=True)
     try:
         matches = late_interaction.match_stored(tokens, embedder.identity, query_pieces, texts)
     finally:

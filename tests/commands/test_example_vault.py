@@ -13,13 +13,12 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from compiler.commands.compile import compile_vault
 from compiler.core.settings import load_settings
 from compiler.index import late_interaction
-from compiler.index.cache import EmbeddingCache
+from compiler.index.token_cache import TokenVectorCache
 from compiler.index.embedder import load_embedder
 from compiler.index.keywords import KeywordIndex
 from compiler.memory.input import read_import_file
@@ -103,7 +102,7 @@ def test_every_section_has_the_token_vectors_the_rerank_reads(compiled):
     # The texts as hybrid search rebuilds them (the compile's section_text): none may be missing.
     texts = [body if body.startswith(titles[path]) else f"{titles[path]}\n{body}" for path, body in bodies]
     _, pieces = late_interaction.embed_query(embedder, "roll back a deploy")
-    tokens = EmbeddingCache(cache / "embeddings.sqlite", late_interaction.TABLE, np.int8, readonly=True)
+    tokens = TokenVectorCache(cache / "embeddings.sqlite", readonly=True)
     matches = late_interaction.match_stored(tokens, embedder.identity, pieces, texts)
     assert len(matches) == report.sections and None not in matches and 0 < min(matches) <= max(matches) <= 1
 

@@ -13,6 +13,7 @@ import pytest
 from compiler.core.settings import BUNDLED_MODEL, Settings
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, text_hash
+from compiler.index.token_cache import TokenVectorCache
 from compiler.index.embedder import load_embedder
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
@@ -82,7 +83,7 @@ def test_match_takes_each_piece_best_with_neighbours_discounted() -> None:
 
 def test_best_per_piece_caches_token_vectors_once(tmp_path: Path) -> None:
     embedder = FakeTokenEmbedder()
-    tokens = EmbeddingCache(tmp_path / "e.sqlite", late_interaction.TABLE, np.int8)
+    tokens = TokenVectorCache(tmp_path / "e.sqlite")
     vectors = EmbeddingCache(tmp_path / "e.sqlite")
     _, query = late_interaction.embed_query(embedder, "sunset painting")
     texts = {"a": "We painted a sunset.", "b": "A painting of a horse!", "c": "...", "d": "We painted a sunset."}

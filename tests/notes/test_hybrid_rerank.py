@@ -11,7 +11,9 @@ import pytest
 from compiler.commands.compile import compile_vault
 from compiler.core.settings import Settings
 from compiler.index import late_interaction
+from compiler.index import token_cache
 from compiler.index.cache import EmbeddingCache
+from compiler.index.token_cache import TokenVectorCache
 from compiler.notes import search
 from compiler.notes.search import hybrid_search
 from tests.conftest import FakeEmbedder
@@ -38,12 +40,12 @@ def vault(make_vault):  # type: ignore[no-untyped-def]
 def test_match_stored_is_the_share_of_query_pieces_found(tmp_path: Path) -> None:
     embedder = FakeTokenEmbedder()
     texts = ["Rotate keys, keys.", "rotate the signing keys", "?"]
-    writer = EmbeddingCache(tmp_path / "e.sqlite", late_interaction.TABLE, np.int8)
+    writer = TokenVectorCache(tmp_path / "e.sqlite")
     late_interaction.cache_token_vectors(texts, writer, EmbeddingCache(tmp_path / "e.sqlite"), lambda: embedder,
                                          embedder.identity)
     _, query = late_interaction.embed_query(embedder, QUERY)
     calls = embedder.token_calls
-    reader = EmbeddingCache(tmp_path / "e.sqlite", late_interaction.TABLE, np.int8, readonly=True)
+    reader = TokenVectorCache(tmp_path / "e.sqlite", readonly=True)
     scores = late_interaction.match_stored(reader, embedder.identity, query, [*texts, "never compiled"])
     assert scores[:3] == pytest.approx([2 / 3, 1.0, 0.0])  # punctuation alone: no pieces, 0 and no error
     assert scores[3] is None and embedder.token_calls == calls  # stored vectors only: the model is not run
@@ -61,9 +63,9 @@ def test_compile_stores_token_vectors_only_for_models_with_them(make_vault) -> N
 
 def _token_rows(cache: Path) -> int:
     with sqlite3.connect(cache) as db:
-        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (late_interaction.TABLE,)).fetchone():
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (token_cache.ROWS,)).fetchone():
             return 0
-        return int(db.execute(f"SELECT count(*) FROM {late_interaction.TABLE}").fetchone()[0])
+        return int(db.execute(f"SELECT count(*) FROM {token_cache.ROWS}").fetchone()[0])
 
 
 def test_without_token_vectors_the_cosine_ranks(vault) -> None:  # type: ignore[no-untyped-def]
