@@ -219,7 +219,8 @@ def answer(decision: Decision, obs: Observation, now: datetime) -> dict[str, Any
 
 def reindex(vault: VaultMemory, state: Mapping[str, Observation], lookups: Lookups,
             events: Sequence[MemoryEvent]) -> None:
-    """Indexes the memories `events` wrote with the vectors of their current text, rewrites the
+    """Indexes the memories `events` wrote with the vectors of their current text (one only
+    reinforced keeps its rows, unless its keyword context changed), rewrites the
     keyword rows of memories whose conversational neighbours changed, and records the events as
     reflected by the index (so the next `sync_index` need not check every memory)."""
     if not events:
@@ -243,7 +244,7 @@ def _stale_rows(vault: VaultMemory, kept: Sequence[Observation], context: Mappin
     """Returns the memories of `kept` (only reinforced: the same text, vector and metadata) whose
     keyword row no longer matches their context. Putting them again cost a write to every index
     (a dead vector row, a keyword delete and insert) for nothing, and reinforcements grow with the
-    store: 0.1% of the writes at 1,000 memories, 3.5% at 50,000."""
+    store: 0.1% of the writes at 1,000 memories, about 3% at 50,000."""
     if not kept:
         return []
     stored = vault.index().keywords.hashes_of([m.id for m in kept])
