@@ -3,7 +3,7 @@
     python benchmarks/bench_memory.py [--memories 50000] [--queries 100] [--json]
 
 Prints seconds, throughput, peak memory and recall latency (p50/p95, model loaded), plus how
-the writes resolved. Times are for this machine at this moment: compare ratios, not absolutes.
+the writes resolved (in all, in the first and last chunk, and a single call's median time per action). Times are for this machine at this moment: compare ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -81,24 +81,33 @@ def run(count: int, queries: int) -> dict:
     embedder.embed([i.content for i in items[:2000]])
     figures["embed_2000_seconds"] = round(time.perf_counter() - started, 2)
     print(f"importing {count} memories…", file=sys.stderr)
-    chunk_rates, actions = [], {}
+    chunk_rates, chunk_actions, actions = [], [], {}
     started = time.perf_counter()
     with VaultMemory(vault, settings) as memories:
         for start in range(0, count, CHUNK):
             chunk_started = time.perf_counter()
             result = write_memories(memories, items[start:start + CHUNK])
             chunk_rates.append(len(items[start:start + CHUNK]) / (time.perf_counter() - chunk_started))
+            chunk_actions.append(result["actions"])
             for action, n in result["actions"].items():
                 actions[action] = actions.get(action, 0) + n
         figures["import_seconds"] = round(time.perf_counter() - started, 1)
         print(f"storing {SINGLE_CALLS} more one call at a time…", file=sys.stderr)
         started = time.perf_counter()
+        by_action: dict[str, list[float]] = {}
         for item in singles:
-            store_memory(memories, item)
+            call_started = time.perf_counter()
+            action = store_memory(memories, item)["action"]
+            by_action.setdefault(action, []).append((time.perf_counter() - call_started) * 1000)
         figures["single_call_per_second"] = round(SINGLE_CALLS / (time.perf_counter() - started), 1)
     figures["import_per_second"] = round(count / figures["import_seconds"], 1)
     figures["import_first_chunk_per_second"] = round(chunk_rates[0], 1)
     figures["import_last_chunk_per_second"] = round(chunk_rates[-1], 1)
+    # The mix of actions changes as the store grows (a project's new statement more often repeats
+    # or updates an earlier one), and a merge or replace embeds a second text: these tell a write
+    # that grew costlier from a mix that holds more of the costlier writes.
+    figures["import_first_chunk_actions"], figures["import_last_chunk_actions"] = chunk_actions[0], chunk_actions[-1]
+    figures["single_call_ms_by_action"] = {a: [len(t), round(statistics.median(t), 1)] for a, t in by_action.items()}
     figures["actions"] = actions
     print("compiling (a fresh `engram compile` process, its peak RSS polled)…", file=sys.stderr)
     figures["compile_seconds"], _, figures["compile_peak_rss_mb"] = run_cli("compile", "-q", str(vault))
@@ -147,6 +156,8 @@ def main() -> None:
     print(f"import rate first / last {figures['import_first_chunk_per_second']:.0f} / "
           f"{figures['import_last_chunk_per_second']:.0f} per s (chunks of {CHUNK})")
     print(f"one call at a time       {figures['single_call_per_second']:.1f} per s at {figures['memories']} memories")
+    print("  median ms by action    " + "   ".join(f"{a} {ms:.1f} (×{n})" for a, (n, ms)
+                                                 in figures["single_call_ms_by_action"].items()))
     print(f"compile peak RSS         {figures['compile_peak_rss_mb']:.0f} MB")
     print(f"no-op compile            {figures['noop_compile_seconds']:8.2f} s in process · "
           f"{figures['noop_compile_cli_seconds']:.2f} s as a new process")

@@ -145,6 +145,15 @@ class MemoryKeywordIndex:
     def hashes(self) -> dict[str, str]:
         return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
 
+    def hashes_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """Returns {id: the hash its row was built from} for the indexed ones of `ids`."""
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), 500):  # SQLite caps the variables of one statement
+            batch = list(ids[start:start + 500])
+            found.update(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows WHERE id IN "
+                                          f"({','.join('?' * len(batch))})", batch))
+        return found
+
     def replace(self, deleted: Iterable[str], rows: Iterable[tuple[str, ...]]) -> None:
         """Deletes `deleted` ids, then inserts (id, project, text_sha, title, content, context, context2) rows."""
         rows = list(rows)

@@ -23,7 +23,7 @@ from compiler.core.clock import format_time
 from compiler.core.lock import writer_lock
 from compiler.core.progress import Progress, no_progress
 from compiler.events.journal import MemoryEvent, append_events, new_id
-from compiler.memory.index import LiveView, conversation_context, memory_text
+from compiler.memory.index import LiveView, conversation_context, memory_text, row_hash
 from compiler.memory.input import MemoryInput, event_data, read_import_file, validate
 from compiler.memory.model import Layer, Lookups, Observation, apply_event
 from compiler.memory.resolve import Decision, decide
@@ -31,6 +31,7 @@ from compiler.memory.vault import VaultMemory, read_memories, sync_index
 
 IMPORT_BATCH = 256
 NEAREST = 30  # each write is resolved against this many nearest indexed memories of its project and kind
+ROW_NEUTRAL = frozenset({"reinforce"})  # write ops that leave a memory's text, vector and metadata as they were
 
 
 def write_memories(vault: VaultMemory, items: Sequence[MemoryInput], progress: Progress = no_progress) -> dict[str, Any]:
@@ -218,21 +219,36 @@ def answer(decision: Decision, obs: Observation, now: datetime) -> dict[str, Any
 
 def reindex(vault: VaultMemory, state: Mapping[str, Observation], lookups: Lookups,
             events: Sequence[MemoryEvent]) -> None:
-    """Indexes the memories `events` wrote with the vectors of their current text, rewrites the
+    """Indexes the memories `events` wrote with the vectors of their current text (one only
+    reinforced keeps its rows, unless its keyword context changed), rewrites the
     keyword rows of memories whose conversational neighbours changed, and records the events as
     reflected by the index (so the next `sync_index` need not check every memory)."""
     if not events:
         return
     ids = list(dict.fromkeys(e.memory for e in events))
     live = LiveView(state)  # looked up, never listed: this costs the same at any store size
-    memories = [live[i] for i in ids if i in live]
     before = {live[i].follows for i in ids if i in live}  # their context gained the new memories
     touched = (before | {live[i].follows for i in before if i in live}) - set(ids)
     context = conversation_context(live, [*ids, *sorted(touched)], lookups.followers)  # only the rows rewritten here
+    changed = {e.memory for e in events if e.op not in ROW_NEUTRAL}
+    memories = [live[i] for i in ids if i in live and i in changed]
+    kept = [live[i] for i in ids if i in live and i not in changed]
     vectors, _ = vault.index().embed([memory_text(m) for m in memories], vault.embedder, vault.identity)
     vault.index().put(memories, vectors, context)
-    vault.index().put_keywords([live[i] for i in sorted(touched) if i in live], context)
+    vault.index().put_keywords([*_stale_rows(vault, kept, context), *(live[i] for i in sorted(touched) if i in live)],
+                               context)
     vault.indexed_events.wrote(events)
+
+
+def _stale_rows(vault: VaultMemory, kept: Sequence[Observation], context: Mapping[str, str]) -> list[Observation]:
+    """Returns the memories of `kept` (only reinforced: the same text, vector and metadata) whose
+    keyword row no longer matches their context. Putting them again cost a write to every index
+    (a dead vector row, a keyword delete and insert) for nothing, and reinforcements grow with the
+    store: 0.1% of the writes at 1,000 memories, about 3% at 50,000."""
+    if not kept:
+        return []
+    stored = vault.index().keywords.hashes_of([m.id for m in kept])
+    return [m for m in kept if stored.get(m.id) != row_hash(m, context.get(m.id, ""))]
 
 
 def count_actions(results: Sequence[dict[str, Any]]) -> dict[str, int]:
