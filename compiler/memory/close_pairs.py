@@ -36,6 +36,7 @@ from compiler.memory.snapshot import EventSet, event_mark, named_since
 
 CONSOLIDATED_KINDS = ("memory", "failure")
 NEIGHBOURS = 10
+POOL = 2 * NEIGHBOURS  # asked of the index, then ranked exactly (`_nearest`)
 SLACK = 1e-5  # a·b and b·a, computed in other orders, may differ in the last bits: ask a little wider
 VERSION = "2"  # of what the tables hold: another value starts over
 
@@ -136,9 +137,23 @@ def _ask(vectors: Any, indexed: Mapping[str, Observation], sources: Sequence[str
     asked = [i for i in sources if i in stored]
     if not asked:
         return []
-    found = vectors.query_many(np.vstack([stored[i] for i in asked]), NEIGHBOURS)
+    found = vectors.query_many(np.vstack([stored[i] for i in asked]), POOL)
+    pool = vectors.vectors(sorted({other for hits in found for other, _ in hits}))
     return [(i, other, other in indexed and _foldable(indexed[i], indexed[other]))
-            for i, hits in zip(asked, found) for other, cosine in hits if other != i and cosine >= threshold]
+            for i, hits in zip(asked, found) for other in _nearest(stored[i], [o for o, _ in hits if o != i], pool, threshold)]
+
+
+def _nearest(source: np.ndarray, others: Sequence[str], pool: Mapping[str, np.ndarray], threshold: float) -> list[str]:
+    """The NEIGHBOURS nearest of `others` at ≥ threshold, scored again pair by pair in float64 and
+    ties broken by id. The index's batched product rounds a cosine differently with the batch's
+    shape, so two equally close memories came out in either order: an incremental run (a few
+    queries) and a full run (all of them) disagreed on which of them was the tenth."""
+    if not others:
+        return []
+    # an elementwise product summed row by row: each row's sum is made the same way wherever it sits
+    cosines = (np.vstack([pool[o] for o in others]).astype(np.float64) * source.astype(np.float64)).sum(axis=1)
+    scored = sorted(zip((-cosines).tolist(), others))
+    return [o for minus, o in scored[:NEIGHBOURS] if -minus >= threshold]
 
 
 def _foldable(a: Observation, b: Observation) -> bool:
