@@ -136,6 +136,10 @@ def rows(r: dict[str, Any]) -> list[Row]:
     for size, m in ((small, ms_), (large, ml)):
         out += [(f"recall p50 / p95 at {size} memories", (get(m, "recall_p50_ms"), get(m, "recall_p95_ms")),
                  lambda v: f"{v[0]:.0f} / {v[1]:.0f} ms", "p50 ≤ 50 ms at 50k" if size == large else "")]
+    for size, m in ((small, ms_), (large, ml)):
+        out += [(f"cold engram recall at {size} memories (CPU s, peak RSS)",
+                 (get(m, "cold_recall_cli", "cpu_s"), get(m, "cold_recall_cli", "peak_rss_mb")),
+                 lambda v: f"{v[0]:.2f} s, {v[1]:.0f} MB", "")]
     out += [
         (f"memory import, first {1000} of {large}", get(ml, "import_first_chunk_per_second"), rate, "≥ 60/s"),
         (f"memory import, last {1000} of {large}", get(ml, "import_last_chunk_per_second"), rate, "≥ 60/s, flat"),
