@@ -7,6 +7,7 @@ was decided at write time (the action, the similarity, the links) and replay nee
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -112,6 +113,26 @@ def append_events(engram_dir: Path, events: Iterable[MemoryEvent]) -> None:
                 raise
 
 
+@dataclass(frozen=True)
+class JournalMark:
+    """Where a read of the journal stopped: `offset` bytes in (a line end), after `lines` lines, and
+    a digest of the bytes just before it, which tells the same journal from a rewritten one."""
+
+    offset: int = 0
+    lines: int = 0
+    tail: str = ""  # `_tail_digest` at `offset`
+
+
+@dataclass(frozen=True)
+class JournalRead:
+    """The events of the journal after a mark (all of them after the empty mark), their warnings,
+    and the mark where this read stopped."""
+
+    events: Sequence[MemoryEvent]
+    warnings: list[BuildWarning]
+    end: JournalMark
+
+
 @dataclass
 class _JournalCache:
     inode: int = -1
@@ -121,7 +142,8 @@ class _JournalCache:
     warnings: list[BuildWarning] = field(default_factory=list)
 
 
-_CACHES: dict[str, _JournalCache] = {}
+_CACHES: dict[tuple[str, int], _JournalCache] = {}  # by (path, the offset parsing started at)
+TAIL_BYTES = 4096  # how much before a mark is compared: the last lines, with the last event's id
 
 
 def read_journal(engram_dir: Path) -> tuple[list[MemoryEvent], list[BuildWarning]]:
@@ -137,17 +159,38 @@ def read_journal(engram_dir: Path) -> tuple[list[MemoryEvent], list[BuildWarning
 def journal_view(engram_dir: Path) -> tuple[Sequence[MemoryEvent], list[BuildWarning]]:
     """`read_journal` without the copy: the events as a read-only view of what was parsed so far
     (copying 50,000 events on every memory read was O(store) per write)."""
+    read = journal_since(engram_dir, JournalMark())
+    assert read is not None  # the empty mark starts every journal
+    return read.events, read.warnings
+
+
+def journal_since(engram_dir: Path, mark: JournalMark) -> JournalRead | None:
+    """Returns the journal's events after `mark` (an `end` of an earlier read), or None when the
+    journal does not continue it: shorter than the mark, or other bytes before it (rewritten)."""
     path = engram_dir / JOURNAL
     if not path.is_file():
-        return (), []
-    key = str(path.resolve())
+        return JournalRead((), [], JournalMark()) if mark.offset == 0 else None
+    key = (str(path.resolve()), mark.offset)
     stat = path.stat()
     cache = _CACHES.get(key)
     if cache is None or cache.inode != stat.st_ino or stat.st_size < cache.offset:
-        cache = _CACHES[key] = _JournalCache(inode=stat.st_ino)
+        if stat.st_size < mark.offset or _tail_digest(path, mark.offset) != mark.tail:
+            _CACHES.pop(key, None)
+            return None
+        cache = _CACHES[key] = _JournalCache(inode=stat.st_ino, offset=mark.offset, lines=mark.lines)
     if stat.st_size > cache.offset:
         _read_more(path, cache)
-    return Prefix(cache.events, len(cache.events)), list(cache.warnings)
+    end = JournalMark(cache.offset, cache.lines, _tail_digest(path, cache.offset))
+    return JournalRead(Prefix(cache.events, len(cache.events)), list(cache.warnings), end)
+
+
+def _tail_digest(path: Path, offset: int) -> str:
+    """Returns a digest of the (up to TAIL_BYTES) bytes before `offset`; "" at 0."""
+    if offset == 0:
+        return ""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, offset - TAIL_BYTES))
+        return hashlib.blake2b(handle.read(min(offset, TAIL_BYTES)), digest_size=12).hexdigest()
 
 
 class Prefix(Sequence[MemoryEvent]):

@@ -9,6 +9,7 @@ but not listed, is reported, never fatal; an unlisted chunk still imports (its e
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -143,6 +144,23 @@ def read_chunk_events(engram_dir: Path, cap: int = MAX_UNCOMPRESSED
     events = tuple(found.events())
     _VAULTS[str(engram_dir)] = (key, events, found.warnings)
     return events, list(found.warnings)
+
+
+def chunks_stamp(engram_dir: Path) -> str:
+    """Returns a digest of what `read_chunk_events` answers from: every file of the chunks folder
+    (name, size, mtime) and the manifest's bytes. Any chunk added, removed or touched (a pull, a
+    checkout) changes it; reading it costs a stat a chunk, never a chunk's content."""
+    folder = engram_dir / CHUNKS_DIR
+    digest = hashlib.blake2b(digest_size=12)
+    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
+        size, mtime = _stamp(folder / name)[::-1]
+        digest.update(f"{name}\0{size}\0{mtime}\n".encode())
+    manifest = engram_dir / MANIFEST
+    try:
+        digest.update(manifest.read_bytes() if manifest.is_file() else b"\0none")
+    except OSError:
+        digest.update(b"\0unreadable")
+    return digest.hexdigest()
 
 
 def _stamp(path: Path) -> tuple[int, int]:

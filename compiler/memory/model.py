@@ -108,6 +108,19 @@ class IncrementalFold:
         self._last: tuple[str, int, str] | None = None
         self._views: list[weakref.ref[StateView]] = []  # the views handed out since the state last changed
 
+    def saved(self) -> tuple[Any, ...]:
+        """Returns what `restored` continues from: plain data (the state, the lookups, what was
+        applied), for a checkpoint file."""
+        return self.state, dict(self.lookups.holders), dict(self.lookups.followers), self._applied, self._last
+
+    @classmethod
+    def restored(cls, saved: tuple[Any, ...]) -> IncrementalFold:
+        """Returns a fold that continues from `saved` (a `saved()` of a fold) as that fold would."""
+        fold = cls()
+        fold.state, holders, followers, fold._applied, fold._last = saved
+        fold.lookups.holders, fold.lookups.followers = holders, followers
+        return fold
+
     def view(self) -> StateView:
         """Returns the state as it is now, read-only, without copying it: the view reads the fold's
         own dict until the fold is about to change it, and is handed a copy then (only a view still

@@ -8,20 +8,34 @@ hand it down as a value. Nothing here is invalidated by a caller: a snapshot nev
 added since the last read and is skipped while the key is unchanged, and what is derived from
 the fold (live, neighbours, associations: O(n) each) is reused while the key and the minute
 stay the same.
+
+A new handle (every CLI command) starts from the fold checkpoint (`compiler.memory.checkpoint`):
+it reads and folds only the journal after the checkpoint's mark. Its `EventSet.events` is then
+`Deferred`: the length, the key, the marks and the events after the checkpoint cost nothing;
+only a consumer that asks for an earlier event (an events digest, a refold) reads them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime
 from itertools import chain
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from compiler.core.errors import BuildWarning, NotFoundError
-from compiler.events.journal import MemoryEvent, journal_view
+from compiler.core.errors import BuildWarning, CorruptDataError, NotFoundError
+from compiler.events.journal import JournalMark, MemoryEvent, journal_since, journal_view
+from compiler.memory.checkpoint import (
+    Checkpoint,
+    OnDisk,
+    collector_paused,
+    load_checkpoint,
+    save_checkpoint,
+    worth_saving,
+)
 from compiler.memory.index import conversation_neighbours
 from compiler.memory.model import IncrementalFold, Lookups, Observation, association_graph, unarchived
 
@@ -33,14 +47,33 @@ class EventSet:
     """Every memory event a vault knows at one read — every chunk's, then the journal's — and the
     warnings of the readers (quarantined chunk records, a chunk listed but missing, corrupt lines)."""
 
-    events: Sequence[MemoryEvent] = ()  # read-only: the chunks' events, then the journal's (`Joined`)
+    events: Sequence[MemoryEvent] = ()  # read-only: the chunks' events, then the journal's (`Joined`, `Deferred`)
     warnings: tuple[BuildWarning, ...] = ()
     chunks: int = 0  # how many of `events` (the first ones) came from chunks
+    disk: OnDisk | None = None  # what on disk the events are (None: it changed while they were read)
+    start: Checkpoint | None = None  # the checkpoint this read continued (its events are read only if asked for)
 
     @property
     def key(self) -> EventKey:
         """A cheap fingerprint of the set: (count, last id) changes whenever an event is added."""
-        return len(self.events), self.events[-1].id if self.events else ""
+        count = len(self.events)
+        return count, self.id_at(count - 1) if count else ""
+
+    def id_at(self, index: int) -> str:
+        """Returns the id of the event at `index` (0 ≤ index < len), without reading the events a
+        checkpoint stands for when it knows the id."""
+        known = getattr(self.events, "id_at", None)
+        return known(index) if known else self.events[index].id
+
+    def extends(self, key: EventKey | None) -> bool:
+        """True when these events begin with the set whose key is `key`: as many events or more,
+        and the same event at its last place."""
+        if key is None:
+            return False
+        count, last = key
+        if count == 0:
+            return last == ""
+        return count <= len(self.events) and self.id_at(count - 1) == last
 
     def __len__(self) -> int:
         return len(self.events)
@@ -52,34 +85,69 @@ class EventSet:
 def event_mark(events: EventSet) -> dict[str, str]:
     """Returns where `events` end, to ask `named_since` about a later read: how many came from
     chunks and the last of them, how many there were in all and the last."""
-    seq, chunks = events.events, events.chunks
-    return {"chunks": str(chunks), "chunk_last": seq[chunks - 1].id if chunks else "",
-            "count": str(len(seq)), "last": seq[-1].id if len(seq) else ""}
+    (count, last), chunks = events.key, events.chunks
+    return {"chunks": str(chunks), "chunk_last": events.id_at(chunks - 1) if chunks else "",
+            "count": str(count), "last": last}
 
 
 def named_since(events: EventSet, mark: Mapping[str, str]) -> set[str] | None:
     """Returns the memories the events after `mark` (an `event_mark` of an earlier read) name,
     when the chunks are the marked ones and only the journal grew since (journal writes); else
     None: a chunk came in (its events are anywhere in the order) or the mark is not of these events."""
-    seq, now = events.events, event_mark(events)
+    now = event_mark(events)
     if (mark.get("chunks"), mark.get("chunk_last")) != (now["chunks"], now["chunk_last"]):
         return None
     try:
-        count, chunks = int(mark["count"]), events.chunks
+        count = int(mark["count"])
     except (KeyError, ValueError):
         return None
-    if not chunks <= count <= len(seq) or mark.get("last") != (seq[count - 1].id if count else ""):
+    if count < events.chunks or not events.extends((count, mark.get("last", ""))):
         return None
-    return {seq[k].memory for k in range(count, len(seq))}
+    return {e.memory for e in events.events[count:]}
 
 
-def read_events(engram_dir: Path) -> EventSet:
-    """Returns every memory event of the vault whose `.engram` folder is `engram_dir`, with warnings."""
+def read_events(engram_dir: Path, start: Checkpoint | None = None) -> EventSet:
+    """Returns every memory event of the vault whose `.engram` folder is `engram_dir`, with warnings.
+
+    With `start` (a checkpoint of an earlier read) while the disk still holds what it reflects
+    (the same chunks and manifest, a journal that continues its mark), only the journal after
+    the mark is read: the events it stands for are read only when one of them is asked for."""
+    from compiler.events.store import chunks_stamp, read_chunk_events
+
+    stamp = chunks_stamp(engram_dir)
+    if start is not None and start.disk.chunks == stamp:
+        tail = journal_since(engram_dir, start.disk.journal)
+        if tail is not None:
+            events = Deferred(start.count, dict(start.ids), partial(_checkpointed, engram_dir, start), tail.events)
+            return EventSet(events, (*start.warnings, *tail.warnings), start.chunks, OnDisk(stamp, tail.end), start)
+    chunked, chunk_warnings = read_chunk_events(engram_dir)
+    journal = journal_since(engram_dir, JournalMark())
+    assert journal is not None  # the empty mark starts every journal
+    disk = OnDisk(stamp, journal.end) if chunks_stamp(engram_dir) == stamp else None
+    return EventSet(Joined(chunked, journal.events), (*chunk_warnings, *journal.warnings), len(chunked), disk)
+
+
+def _checkpointed(engram_dir: Path, point: Checkpoint) -> Sequence[MemoryEvent]:
+    """Returns the events `point` stands for, read again: every chunk's, then the journal's up to its mark."""
     from compiler.events.store import read_chunk_events
 
-    chunked, chunk_warnings = read_chunk_events(engram_dir)
-    journal, warnings = journal_view(engram_dir)
-    return EventSet(Joined(chunked, journal), tuple(chunk_warnings + warnings), len(chunked))
+    chunked, _ = read_chunk_events(engram_dir)
+    journal, _ = journal_view(engram_dir)
+    head = Joined(chunked, journal[:max(0, point.count - len(chunked))])
+    if len(chunked) != point.chunks or len(head) != point.count or any(head[k].id != i for k, i in point.ids):
+        raise CorruptDataError(".engram: the memory events changed on disk while this command read them; run it again")
+    return head
+
+
+def checkpoint_of(events: EventSet) -> Checkpoint | None:
+    """Returns the marks of `events` to save with their fold (None when the disk changed as they were read)."""
+    if events.disk is None:
+        return None
+    (count, last), chunks = events.key, events.chunks
+    ids = {count - 1: last} if count else {}
+    if chunks:
+        ids[chunks - 1] = events.id_at(chunks - 1)
+    return Checkpoint(events.disk, count, chunks, tuple(sorted(ids.items())), events.warnings)
 
 
 class Joined(Sequence[MemoryEvent]):
@@ -105,6 +173,43 @@ class Joined(Sequence[MemoryEvent]):
 
     def __iter__(self) -> Iterator[MemoryEvent]:
         return chain(self._first, self._second)
+
+
+class Deferred(Sequence[MemoryEvent]):
+    """The events of a read that continued a checkpoint: the `count` events it stands for, read
+    (`load`) only when one of them is asked for, then the events read after it (`tail`). Its
+    length, the events after `count` and the ids the checkpoint knows cost nothing."""
+
+    def __init__(self, count: int, ids: Mapping[int, str], load: Callable[[], Sequence[MemoryEvent]],
+                 tail: Sequence[MemoryEvent]) -> None:
+        self._count, self._ids, self._load, self._tail = count, ids, load, tail
+        self._joined: Joined | None = None
+
+    def __len__(self) -> int:
+        return self._count + len(self._tail)
+
+    def id_at(self, index: int) -> str:
+        known = self._ids.get(index)
+        return known if known is not None else self[index].id
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step == 1 and start >= self._count:
+                return list(self._tail[start - self._count:max(start, stop) - self._count])
+            return self._all()[index]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        return self._tail[index - self._count] if index >= self._count else self._all()[index]
+
+    def __iter__(self) -> Iterator[MemoryEvent]:
+        return iter(self._all())
+
+    def _all(self) -> Joined:
+        if self._joined is None:
+            self._joined = Joined(self._load(), self._tail)
+        return self._joined
 
 
 class Memories:
@@ -158,6 +263,8 @@ class Memories:
 class Snapshots:
     """Reads the memories of one vault for one handle, reusing the work of the last read.
 
+    A new handle starts from the vault's fold checkpoint when the disk still holds what it
+    reflects (`compiler.memory.checkpoint`), and saves one when it folded many events past it.
     The fold is incremental (only events it has not applied); the derived views are shared with
     the last snapshot while its event set and its minute are this one's. Both are keyed on what
     was read, so no caller ever invalidates anything.
@@ -166,16 +273,21 @@ class Snapshots:
     def __init__(self) -> None:
         self._fold = IncrementalFold()
         self._folded: EventKey | None = None  # the event set last handed to the fold
+        self._start: Checkpoint | None = None  # the checkpoint reads continue: the last one loaded or saved
+        self._looked = False  # for a checkpoint, on the first read
+        self._saving = True
         # What the last read derived, and for which events and minute. Not the last `Memories`
         # itself: holding it would hold a view of the fold's state, which the fold then copies.
         self._derived: tuple[EventKey, datetime, dict[str, Any]] | None = None
 
     def read(self, engram_dir: Path, now: datetime) -> Memories:
         """Returns the memories of the vault's events as they are now on disk, at `now`."""
-        events = read_events(engram_dir)
-        if events.key != self._folded:  # even finding nothing new is O(n): a recall at 20k memories +11 ms
-            self._fold.update(events.events, self._known_prefix(events))
-            self._folded = events.key
+        with collector_paused():
+            events = self._read_events(engram_dir)
+            if events.key != self._folded:  # even finding nothing new is O(n): a recall at 20k memories +11 ms
+                self._fold.update(events.events, self._known_prefix(events))
+                self._folded = events.key
+        self._save_if_due(engram_dir, events)
         last = self._derived
         same = last is not None and last[0] == events.key and last[1] == _minute(now)
         derived: dict[str, Any] = last[2] if same and last else {}
@@ -183,14 +295,37 @@ class Snapshots:
         # A view, not a copy: the fold copies it out only if it is still held when the fold changes.
         return Memories(events, self._fold.view(), now, derived, self._fold.lookups)
 
+    def _read_events(self, engram_dir: Path) -> EventSet:
+        """Returns the events on disk, continuing the checkpoint when it still holds."""
+        first = not self._looked
+        if first:
+            self._looked = True
+            loaded = load_checkpoint(engram_dir)
+            if loaded is not None:
+                self._start, self._fold = loaded
+                self._folded = self._start.count, dict(self._start.ids).get(self._start.count - 1, "")
+        events = read_events(engram_dir, self._start)
+        if self._start is not None and events.start is None:  # the disk no longer holds what it reflects
+            if first:  # the saved fold may hold events that are gone (a journal cut short): fold afresh
+                self._fold, self._folded = IncrementalFold(), None
+            self._start = None
+        return events
+
+    def _save_if_due(self, engram_dir: Path, events: EventSet) -> None:
+        """Saves the fold with the marks of `events` when it folded many events past the checkpoint."""
+        new = len(events) - (self._start.count if self._start and events.start is self._start else 0)
+        point = checkpoint_of(events) if self._saving and worth_saving(new, len(events)) else None
+        if point is not None:
+            saved = save_checkpoint(engram_dir, point, self._fold)
+            self._start = point if saved else self._start
+            self._saving = saved  # a cache that cannot be written (read-only): not tried at every read
+
     def _known_prefix(self, events: EventSet) -> int:
         """Returns how many leading events of `events` the fold was handed before: all of the last
         read's when `events` extends it (same event at the same place), else 0."""
-        if self._folded is None:
+        if self._folded is None or not events.extends(self._folded):
             return 0
-        count, last = self._folded
-        extends = 0 < count <= len(events) and events.events[count - 1].id == last
-        return count if extends else 0
+        return self._folded[0]
 
 
 def _lookups_of(state: Mapping[str, Observation]) -> Lookups:

@@ -43,12 +43,9 @@ class IndexedEvents:
     def reflect(self, events: EventSet) -> bool:
         """True when the index is in step with `events`: everything after the checked set is a
         recall (it changes no indexed text) or was indexed as it was written."""
-        if self.checked is None:
-            return False
-        count, last = self.checked
-        if count > len(events) or (count and events.events[count - 1].id != last):
+        if not events.extends(self.checked):
             return False  # not an extension of the checked set: a chunk came in, or the journal changed
-        return all(e.op in TEXT_NEUTRAL or e.id in self.written for e in events.events[count:])
+        return all(e.op in TEXT_NEUTRAL or e.id in self.written for e in events.events[self.checked[0]:])
 
     def checked_against(self, events: EventSet) -> None:
         """Records that the index is in step with `events` (all of them)."""
