@@ -1,0 +1,183 @@
+"""The fold checkpoint: a cold read that continues it gives exactly what reading and folding every
+event gives, whatever happened on disk since it was written (compiler.memory.checkpoint)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from compiler.events import journal as journal_module
+from compiler.events import store
+from compiler.events.chunks import encode_chunk, write_chunk
+from compiler.events.journal import JOURNAL, MemoryEvent, append_events
+from compiler.events.manifest import ManifestEntry, append_entries
+from compiler.memory import checkpoint
+from compiler.memory.checkpoint import FILE, load_checkpoint
+from compiler.memory.model import IncrementalFold
+from compiler.memory.snapshot import Deferred, Snapshots, event_mark, read_events
+from compiler.core.clock import parse_time
+
+NOW = parse_time("2026-12-01 12:00:00")
+
+
+def new_process() -> None:
+    """Forgets what this process parsed, as a new process would not have it."""
+    journal_module._CACHES.clear()
+    store._VAULTS.clear()
+    store._CACHE.clear()
+
+
+def from_scratch(engram: Path) -> tuple[IncrementalFold, object]:
+    new_process()
+    events = read_events(engram)
+    fold = IncrementalFold()
+    fold.update(list(events.events))
+    return fold, events
+
+
+class History:
+    """Random events over a few memories: saves, rewrites, recalls, deletes, restores,
+    consolidations, at times that mostly move forward and sometimes go back."""
+
+    def __init__(self, rng: random.Random, ordered: bool = False) -> None:
+        self.rng, self.count, self.memories = rng, 0, [f"mem-{k:03d}" for k in range(12)]
+        self.ordered = ordered  # every event after the one before
+
+    def event(self, earlier: bool = False) -> MemoryEvent:
+        self.count += 1
+        rng, k = self.rng, self.count
+        day = rng.randint(1, 5) if earlier else 10 + k // 4
+        at = f"2026-11-{day:02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00"
+        if self.ordered:
+            at = f"2026-11-10 {k // 60:02d}:{k % 60:02d}:00"
+        memory = rng.choice(self.memories)
+        op = rng.choice(["save", "save", "update", "recall", "reinforce", "delete", "restore", "consolidate"])
+        data: dict[str, object] = {}
+        if op == "save":
+            data = {"project": "p", "title": f"t{k}", "content": f"memory {memory} said {k}", "importance": 0.5,
+                    "follows": rng.choice(self.memories), "sources": [f"src-{k}"]}
+        elif op == "update":
+            data = {"content": f"now {k}", "source": f"s{k}"}
+        elif op == "reinforce":
+            data = {"sources": [f"src-{k}"]}
+        elif op == "consolidate":
+            data = {"into": rng.choice(self.memories)} if rng.random() < 0.5 else {"sources": [f"c-{k}"]}
+        return MemoryEvent(f"ev-{k:05d}-{rng.randrange(1 << 30):x}", op, memory, at, data, seq=k)
+
+
+def step(engram: Path, history: History, rng: random.Random) -> str:
+    """Changes the vault's events (or its checkpoint) at random; returns what it did."""
+    action = rng.choice(["append"] * 6 + ["append-earlier", "duplicate", "bad-line", "chunk", "chunk-earlier",
+                                          "truncate", "rewrite", "delete-checkpoint", "corrupt-checkpoint",
+                                          "old-checkpoint"])
+    path, point = engram / JOURNAL, engram / "cache" / FILE
+    if action.startswith("append"):
+        append_events(engram, [history.event(action == "append-earlier") for _ in range(rng.randint(1, 8))])
+    elif action == "duplicate" and path.is_file():
+        lines = path.read_bytes().splitlines(keepends=True)
+        if lines:
+            with open(path, "ab") as handle:
+                handle.write(rng.choice(lines))
+    elif action == "bad-line":
+        with open(path, "ab") as handle:
+            handle.write(b'{"id": "broken"\n')
+    elif action.startswith("chunk"):
+        events = [history.event(action == "chunk-earlier").to_dict() for _ in range(rng.randint(1, 6))]
+        cid = write_chunk(engram, encode_chunk([], [], events))
+        if rng.random() < 0.7:
+            append_entries(engram, [ManifestEntry(cid, "peer", "2026-11-30T00:00:00Z")])
+    elif action in ("truncate", "rewrite") and path.is_file():
+        lines = path.read_bytes().splitlines(keepends=True)
+        if action == "truncate":
+            lines = lines[:rng.randint(0, len(lines))]
+        elif lines:
+            del lines[rng.randrange(len(lines))]
+            lines.append(_line(history.event()))
+        path.write_bytes(b"".join(lines))  # in place: the same inode
+    elif action == "delete-checkpoint":
+        point.unlink(missing_ok=True)
+    elif action == "corrupt-checkpoint" and point.is_file():
+        data = point.read_bytes()
+        cut = rng.randint(0, len(data))
+        point.write_bytes(data[:cut] + bytes(rng.randrange(256) for _ in range(rng.randint(0, 40))))
+    elif action == "old-checkpoint" and point.is_file():
+        data = point.read_bytes()
+        point.write_bytes(data.replace(f"checkpoint {checkpoint.FORMAT} ".encode(), b"checkpoint 0 ", 1))
+    return action
+
+
+def _line(event: MemoryEvent) -> bytes:
+    import json
+    return (json.dumps(event.to_dict(), sort_keys=True) + "\n").encode()
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_a_checkpointed_read_is_the_fold_of_every_event(tmp_path: Path, monkeypatch, seed: int) -> None:
+    rng = random.Random(seed)
+    monkeypatch.setattr(checkpoint, "MIN_NEW", rng.choice([0, 1, 3, 10]))
+    monkeypatch.setattr(checkpoint, "NEW_SHARE", rng.choice([1, 2, 8]))
+    engram = tmp_path / "vault" / ".engram"
+    engram.mkdir(parents=True)
+    history, done, continued = History(rng), [], 0
+    append_events(engram, [history.event() for _ in range(10)])
+    for _ in range(30):
+        done.append(step(engram, history, rng))
+        new_process()
+        cold = Snapshots().read(engram, NOW)
+        fold, events = from_scratch(engram)
+        assert repr(sorted(cold.state.items())) == repr(sorted(fold.state.items())), done
+        assert dict(cold.lookups.holders) == fold.lookups.holders and dict(cold.lookups.followers) == fold.lookups.followers
+        assert cold.events.key == events.key and event_mark(cold.events) == event_mark(events), done
+        assert cold.events.warnings == events.warnings, done
+        continued += isinstance(cold.events.events, Deferred)
+        assert [e.to_dict() for e in cold.events] == [e.to_dict() for e in events.events], done
+    assert continued >= 3  # the checkpoint was used, not just thrown away
+
+
+def test_a_cold_read_parses_only_the_journal_after_the_checkpoint(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checkpoint, "MIN_NEW", 1)
+    engram = tmp_path / ".engram"
+    history = History(random.Random(1), ordered=True)
+    cid = write_chunk(engram, encode_chunk([], [], [history.event().to_dict() for _ in range(5)]))
+    append_entries(engram, [ManifestEntry(cid, "peer", "2026-11-30T00:00:00Z")])
+    append_events(engram, [history.event() for _ in range(40)])
+    Snapshots().read(engram, NOW)  # folds all 45 and saves them
+    assert load_checkpoint(engram) is not None
+    append_events(engram, [history.event() for _ in range(3)])
+    new_process()
+    parsed: list[object] = []
+    real = MemoryEvent.from_dict
+    monkeypatch.setattr(MemoryEvent, "from_dict", classmethod(lambda cls, raw: parsed.append(raw) or real(raw)))
+    monkeypatch.setattr(store, "read_vault_chunks", lambda *a: pytest.fail("a chunk was read"))
+    memories = Snapshots().read(engram, NOW)
+    assert len(parsed) == 3 and isinstance(memories.events.events, Deferred)
+    assert memories.events.key == (48, memories.events.events[47].id) and memories.events.chunks == 5
+    assert event_mark(memories.events)["chunk_last"] and len(parsed) == 3  # the marks read no earlier event
+
+
+def test_a_checkpoint_is_written_when_many_events_were_folded_past_it(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checkpoint, "MIN_NEW", 20)
+    engram = tmp_path / ".engram"
+    history = History(random.Random(2))
+    append_events(engram, [history.event() for _ in range(10)])
+    Snapshots().read(engram, NOW)
+    assert load_checkpoint(engram) is None  # 10 events: not worth a file
+    append_events(engram, [history.event() for _ in range(15)])
+    Snapshots().read(engram, NOW)
+    saved = load_checkpoint(engram)
+    assert saved is not None and saved[0].count == 25
+    append_events(engram, [history.event() for _ in range(5)])
+    Snapshots().read(engram, NOW)  # 5 past it: the old one stays
+    assert load_checkpoint(engram)[0].count == 25
+
+
+def test_a_checkpoint_of_other_code_is_not_used(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checkpoint, "MIN_NEW", 1)
+    engram = tmp_path / ".engram"
+    append_events(engram, [History(random.Random(3)).event() for _ in range(5)])
+    Snapshots().read(engram, NOW)
+    assert load_checkpoint(engram) is not None
+    monkeypatch.setattr(checkpoint, "_CODE", ["another-fold"])
+    assert load_checkpoint(engram) is None
