@@ -146,13 +146,15 @@ def read_chunk_events(engram_dir: Path, cap: int = MAX_UNCOMPRESSED
     return events, list(found.warnings)
 
 
-def chunks_stamp(engram_dir: Path) -> str:
+def chunks_stamp(engram_dir: Path) -> tuple[str, tuple[str, ...]]:
     """Returns a digest of what `read_chunk_events` answers from: every file of the chunks folder
-    (name, size, mtime) and the manifest's bytes. Any chunk added, removed or touched (a pull, a
-    checkout) changes it; reading it costs a stat a chunk, never a chunk's content."""
+    (name, size, mtime) and the manifest's bytes; and the chunk files' names, in reading order.
+    Any chunk added, removed or touched (a pull, a checkout) changes it; reading it costs a stat
+    a chunk, never a chunk's content."""
     folder = engram_dir / CHUNKS_DIR
     digest = hashlib.blake2b(digest_size=12)
-    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
+    names = sorted(os.listdir(folder)) if folder.is_dir() else []
+    for name in names:
         size, mtime = _stamp(folder / name)[::-1]
         digest.update(f"{name}\0{size}\0{mtime}\n".encode())
     manifest = engram_dir / MANIFEST
@@ -160,7 +162,14 @@ def chunks_stamp(engram_dir: Path) -> str:
         digest.update(manifest.read_bytes() if manifest.is_file() else b"\0none")
     except OSError:
         digest.update(b"\0unreadable")
-    return digest.hexdigest()
+    return digest.hexdigest(), tuple(n for n in names if is_chunk_name(n))
+
+
+def events_of_chunks(engram_dir: Path, names: Iterable[str]) -> list[MemoryEvent]:
+    """Returns the events of the named chunk files (the readable ones), in that order: what
+    `read_chunk_events` answered when those were the chunks, whatever was added since."""
+    folder = engram_dir / CHUNKS_DIR
+    return [e for name in names for chunk in [read_chunk(folder / name)] if chunk.ok for e in chunk.replay.events]
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -49,8 +49,9 @@ NEW_SHARE = 8  # ... and at least 1/NEW_SHARE of all events
 class OnDisk:
     """What a read of the events saw on disk: the chunks (`chunks_stamp`) and how far into the journal."""
 
-    chunks: str
+    chunks: str  # `chunks_stamp`
     journal: JournalMark
+    names: tuple[str, ...] = ()  # the chunk files, in reading order: their events can be read again later
 
 
 @dataclass(frozen=True)

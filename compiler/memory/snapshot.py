@@ -114,28 +114,31 @@ def read_events(engram_dir: Path, start: Checkpoint | None = None) -> EventSet:
     the mark is read: the events it stands for are read only when one of them is asked for."""
     from compiler.events.store import chunks_stamp, read_chunk_events
 
-    stamp = chunks_stamp(engram_dir)
+    stamp, names = chunks_stamp(engram_dir)
     if start is not None and start.disk.chunks == stamp:
         tail = journal_since(engram_dir, start.disk.journal)
         if tail is not None:
             events = Deferred(start.count, dict(start.ids), partial(_checkpointed, engram_dir, start), tail.events)
-            return EventSet(events, (*start.warnings, *tail.warnings), start.chunks, OnDisk(stamp, tail.end), start)
+            disk = OnDisk(stamp, tail.end, names)
+            return EventSet(events, (*start.warnings, *tail.warnings), start.chunks, disk, start)
     chunked, chunk_warnings = read_chunk_events(engram_dir)
     journal = journal_since(engram_dir, JournalMark())
     assert journal is not None  # the empty mark starts every journal
-    disk = OnDisk(stamp, journal.end) if chunks_stamp(engram_dir) == stamp else None
+    disk = OnDisk(stamp, journal.end, names) if chunks_stamp(engram_dir)[0] == stamp else None
     return EventSet(Joined(chunked, journal.events), (*chunk_warnings, *journal.warnings), len(chunked), disk)
 
 
 def _checkpointed(engram_dir: Path, point: Checkpoint) -> Sequence[MemoryEvent]:
-    """Returns the events `point` stands for, read again: every chunk's, then the journal's up to its mark."""
-    from compiler.events.store import read_chunk_events
+    """Returns the events `point` stands for, read again: its chunks' (a chunk added since is not
+    one of them), then the journal's up to its mark (the journal is only appended to)."""
+    from compiler.events.store import events_of_chunks
 
-    chunked, _ = read_chunk_events(engram_dir)
+    chunked = events_of_chunks(engram_dir, point.disk.names)
     journal, _ = journal_view(engram_dir)
     head = Joined(chunked, journal[:max(0, point.count - len(chunked))])
     if len(chunked) != point.chunks or len(head) != point.count or any(head[k].id != i for k, i in point.ids):
-        raise CorruptDataError(".engram: the memory events changed on disk while this command read them; run it again")
+        # A chunk deleted, or the journal cut, since the read: its events are gone from the disk.
+        raise CorruptDataError(".engram: memory events were removed while this command read them; run it again")
     return head
 
 

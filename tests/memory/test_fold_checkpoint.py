@@ -181,3 +181,17 @@ def test_a_checkpoint_of_other_code_is_not_used(tmp_path: Path, monkeypatch) -> 
     assert load_checkpoint(engram) is not None
     monkeypatch.setattr(checkpoint, "_CODE", ["another-fold"])
     assert load_checkpoint(engram) is None
+
+
+def test_a_read_keeps_its_events_when_a_chunk_lands_before_they_are_asked_for(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checkpoint, "MIN_NEW", 1)
+    engram = tmp_path / ".engram"
+    history = History(random.Random(4), ordered=True)
+    write_chunk(engram, encode_chunk([], [], [history.event().to_dict() for _ in range(4)]))
+    append_events(engram, [history.event() for _ in range(6)])
+    Snapshots().read(engram, NOW)
+    new_process()
+    read = Snapshots().read(engram, NOW).events
+    before = [e.id for e in from_scratch(engram)[1].events]
+    write_chunk(engram, encode_chunk([], [], [history.event().to_dict() for _ in range(3)]))  # a pull, meanwhile
+    assert isinstance(read.events, Deferred) and [e.id for e in read] == before
