@@ -98,6 +98,7 @@ def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, pa
         result.shown_at = format_time(shown)
         if not settings.now:
             result.maintenance_due = format_time(_maintenance_due(vault, memories.now))
+        vault.snapshots.save(vault.engram)  # the fold checkpoint: commands after this compile fold nothing
     return result
 
 

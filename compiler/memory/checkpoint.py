@@ -16,9 +16,11 @@ start over by itself (`IncrementalFold.update`). Pickle is safe here only becaus
 ours: it lives in the local, untracked cache (never pulled through git), and a symlinked file is
 neither read nor written.
 
-When a read writes it: `worth_saving`. Writing costs about a third of a from-scratch fold, so
-it is written when the events folded past the last checkpoint are many (an eighth of all and at
-least MIN_NEW): a cold command then folds at most that tail, and a single write rarely pays.
+When it is written: by every compile that folded an event past it (`Snapshots.save`: a compile
+at 50,000 memories costs far more than the save), and by any read that folded many events past
+it (`worth_saving`: at least MIN_NEW and 1/NEW_SHARE of all; every read from scratch, then). The
+save costs about a third of a fold from scratch, so a command pays it at most once in n/8 events
+folded, while each cold command folds at most that tail.
 """
 
 from __future__ import annotations

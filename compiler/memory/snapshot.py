@@ -279,6 +279,7 @@ class Snapshots:
         self._start: Checkpoint | None = None  # the checkpoint reads continue: the last one loaded or saved
         self._looked = False  # for a checkpoint, on the first read
         self._saving = True
+        self._behind: tuple[EventSet, int] | None = None  # the last read, and how many events it folded past the checkpoint
         # What the last read derived, and for which events and minute. Not the last `Memories`
         # itself: holding it would hold a view of the fold's state, which the fold then copies.
         self._derived: tuple[EventKey, datetime, dict[str, Any]] | None = None
@@ -317,11 +318,20 @@ class Snapshots:
     def _save_if_due(self, engram_dir: Path, events: EventSet) -> None:
         """Saves the fold with the marks of `events` when it folded many events past the checkpoint."""
         new = len(events) - (self._start.count if self._start and events.start is self._start else 0)
-        point = checkpoint_of(events) if self._saving and worth_saving(new, len(events)) else None
+        self._behind = (events, new)
+        if worth_saving(new, len(events)):
+            self.save(engram_dir)
+
+    def save(self, engram_dir: Path) -> None:
+        """Saves the fold of the last read as the checkpoint, if it folded any event past the last
+        one (compile calls it: its own cost dwarfs the save, and the commands after it start there)."""
+        events, new = self._behind or (None, 0)
+        point = checkpoint_of(events) if events is not None and new > 0 and self._saving else None
         if point is not None:
             saved = save_checkpoint(engram_dir, point, self._fold)
             self._start = point if saved else self._start
             self._saving = saved  # a cache that cannot be written (read-only): not tried at every read
+            self._behind = None if saved else self._behind
 
     def _known_prefix(self, events: EventSet) -> int:
         """Returns how many leading events of `events` the fold was handed before: all of the last

@@ -195,3 +195,19 @@ def test_a_read_keeps_its_events_when_a_chunk_lands_before_they_are_asked_for(tm
     before = [e.id for e in from_scratch(engram)[1].events]
     write_chunk(engram, encode_chunk([], [], [history.event().to_dict() for _ in range(3)]))  # a pull, meanwhile
     assert isinstance(read.events, Deferred) and [e.id for e in read] == before
+
+
+def test_save_writes_what_the_last_read_folded_past_the_checkpoint(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checkpoint, "MIN_NEW", 20)
+    engram = tmp_path / ".engram"
+    history = History(random.Random(5), ordered=True)
+    append_events(engram, [history.event() for _ in range(10)])
+    snapshots = Snapshots()
+    snapshots.read(engram, NOW)
+    assert load_checkpoint(engram) is None
+    snapshots.save(engram)  # what compile does at its end
+    assert load_checkpoint(engram)[0].count == 10
+    (engram / "cache" / FILE).unlink()
+    snapshots.read(engram, NOW)
+    snapshots.save(engram)  # nothing folded past the one it saved: not written again
+    assert load_checkpoint(engram) is None
