@@ -177,6 +177,8 @@ def journal_since(engram_dir: Path, mark: JournalMark) -> JournalRead | None:
         if stat.st_size < mark.offset or _tail_digest(path, mark.offset) != mark.tail:
             _CACHES.pop(key, None)
             return None
+        for stale in [k for k in _CACHES if k[0] == key[0] and k[1] not in (0, mark.offset)]:
+            del _CACHES[stale]  # a read after an older checkpoint's mark: not asked for again
         cache = _CACHES[key] = _JournalCache(inode=stat.st_ino, offset=mark.offset, lines=mark.lines)
     if stat.st_size > cache.offset:
         _read_more(path, cache)

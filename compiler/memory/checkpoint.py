@@ -13,8 +13,10 @@ came in, the manifest changed, the journal was rewritten or cut, the code or the
 the file is unreadable: the events are read and folded from scratch, as without it. An event in
 the journal that sorts before what the checkpoint folded (an import of old dates) makes the fold
 start over by itself (`IncrementalFold.update`). Pickle is safe here only because the file is
-ours: it lives in the local, untracked cache (never pulled through git), and a symlinked file is
-neither read nor written.
+ours: it is signed (HMAC-SHA256) with a secret of this user's, kept outside the vault
+(`$XDG_CACHE_HOME/engram/checkpoint.key`, else `~/.cache/...`), and checked before anything is
+unpickled, so a vault copied, unzipped or synced from elsewhere with its cache is refolded, never
+trusted; and a symlinked file is neither read nor written.
 
 When it is written: by every compile that folded an event past it (`Snapshots.save`: a compile
 at 50,000 memories costs far more than the save), and by any read that folded many events past
@@ -27,7 +29,10 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import hmac
+import os
 import pickle
+import secrets
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +50,7 @@ FILE = "fold.pickle"  # in .engram/cache
 FORMAT = 1  # bump when what the file holds changes shape
 MIN_NEW = 500  # events folded past the checkpoint before it is written again
 NEW_SHARE = 8  # ... and at least 1/NEW_SHARE of all events
+SIGNATURE = 32  # bytes of HMAC-SHA256 after the header
 
 
 @dataclass(frozen=True)
@@ -82,12 +88,14 @@ def load_checkpoint(engram_dir: Path) -> tuple[Checkpoint, IncrementalFold] | No
     try:
         if path.is_symlink() or not path.is_file():
             return None
-        data = path.read_bytes()
-        header = _header()
-        if not data.startswith(header):
+        data, header, key = path.read_bytes(), _header(), _secret()
+        if key is None or not data.startswith(header):
             return None  # an older format or other code: fold from scratch
+        body = memoryview(data)[len(header) + SIGNATURE:]
+        if not hmac.compare_digest(data[len(header):len(header) + SIGNATURE], hmac.digest(key, body, "sha256")):
+            return None  # not written by this user here (or garbled): never unpickled
         with collector_paused():
-            point, saved = pickle.loads(memoryview(data)[len(header):])
+            point, saved = pickle.loads(body)
         if not isinstance(point, Checkpoint):
             return None
         return point, IncrementalFold.restored(saved)
@@ -103,7 +111,11 @@ def save_checkpoint(engram_dir: Path, point: Checkpoint, fold: IncrementalFold) 
         contained(engram_dir.parent, path)
         if path.is_symlink():
             return False
-        atomic_write(path, _header() + pickle.dumps((point, fold.saved()), protocol=5), durable=False)
+        key = _secret()
+        if key is None:
+            return False
+        body = pickle.dumps((point, fold.saved()), protocol=5)
+        atomic_write(path, _header() + hmac.digest(key, body, "sha256") + body, durable=False)
         return True
     except (OSError, EngramError):
         return False
@@ -121,6 +133,26 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+_SECRET: list[bytes] = []
+
+
+def _secret() -> bytes | None:
+    """Returns this user's checkpoint secret (made on first use, mode 0600), None when it cannot be kept."""
+    if not _SECRET:
+        try:
+            base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+            path = Path(base).expanduser() / "engram" / "checkpoint.key"
+            if not path.is_file() or path.stat().st_size != 32:
+                atomic_write(path, secrets.token_bytes(32))  # a temp file made 0600, then renamed
+            key = path.read_bytes()  # another process's, if it won a race: theirs is the one kept
+        except (OSError, RuntimeError, EngramError):  # RuntimeError: no home folder
+            return None
+        if len(key) != 32:
+            return None
+        _SECRET.append(key)
+    return _SECRET[0]
 
 
 def _header() -> bytes:

@@ -133,8 +133,9 @@ def _checkpointed(engram_dir: Path, point: Checkpoint) -> Sequence[MemoryEvent]:
     one of them), then the journal's up to its mark (the journal is only appended to)."""
     from compiler.events.store import events_of_chunks
 
-    chunked = events_of_chunks(engram_dir, point.disk.names)
-    journal, _ = journal_view(engram_dir)
+    with collector_paused():
+        chunked = events_of_chunks(engram_dir, point.disk.names)
+        journal, _ = journal_view(engram_dir)
     head = Joined(chunked, journal[:max(0, point.count - len(chunked))])
     if len(chunked) != point.chunks or len(head) != point.count or any(head[k].id != i for k, i in point.ids):
         # A chunk deleted, or the journal cut, since the read: its events are gone from the disk.

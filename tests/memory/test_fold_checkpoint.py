@@ -211,3 +211,14 @@ def test_save_writes_what_the_last_read_folded_past_the_checkpoint(tmp_path: Pat
     snapshots.read(engram, NOW)
     snapshots.save(engram)  # nothing folded past the one it saved: not written again
     assert load_checkpoint(engram) is None
+
+
+def test_a_checkpoint_signed_by_someone_else_is_never_unpickled(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checkpoint, "MIN_NEW", 1)
+    engram = tmp_path / ".engram"
+    append_events(engram, [History(random.Random(6)).event() for _ in range(5)])
+    Snapshots().read(engram, NOW)
+    assert load_checkpoint(engram) is not None
+    monkeypatch.setattr(checkpoint, "_SECRET", [b"k" * 32])  # another user's, or another machine's
+    monkeypatch.setattr(checkpoint.pickle, "loads", lambda *a: pytest.fail("unpickled"))
+    assert load_checkpoint(engram) is None
