@@ -47,42 +47,20 @@ import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from compiler.core.derived_sqlite import connect_derived, connect_readonly
 from compiler.core.errors import DERIVED, full_disk_guard
+from compiler.index.token_bytes import FILE, USAGE, Usage, copy_pieces, fsync_folder, write_after
 
 ROWS = "token_rows_i8"  # a new name when the stored form changes
-FILE = "token_file_i8"
-USAGE = "token_usage_i8"
 LEGACY = "token_vectors_i8"  # the BLOB table of older caches
 COMPACT_SHARE = 0.5  # dead bytes, as a share of the file, past which compile rewrites it
 COMPACT_MIN_BYTES = 64 << 20  # ... and at least this many: a small cache is never rewritten
 _SQL_BATCH = 500  # SQLite caps the variables of one statement
 _MOVE_BATCH = 2048  # legacy rows moved per transaction: ~10 MB, the write lock held ~0.1 s
-_COPY_BYTES = 16 << 20  # bytes copied per write of a compaction: bounded memory
-
-
-@dataclass(frozen=True)
-class Usage:
-    """How much of the token file texts still in use take (what compile found, `compact`'s answer)."""
-
-    file_bytes: int
-    live_bytes: int
-    compacted: bool = False  # the file was rewritten
-    bytes_after: int = 0  # its size after (file_bytes when not compacted)
-    seconds: float = 0.0  # the compaction's wall time
-
-    @property
-    def dead_share(self) -> float:
-        return 1 - self.live_bytes / self.file_bytes if self.file_bytes else 0.0
-
-    def to_dict(self) -> dict[str, object]:
-        return {"file_bytes": self.file_bytes, "live_bytes": self.live_bytes, "dead_share": round(self.dead_share, 4),
-                "compacted": self.compacted, "bytes_after": self.bytes_after, "seconds": round(self.seconds, 3)}
 
 
 class TokenVectorCache:
@@ -208,7 +186,7 @@ class TokenVectorCache:
             for sha, blob in items:
                 rows.append((_key(model, sha), model, sha, offset, len(blob)))
                 offset += len(blob)
-            _write_after(self._folder / name, end, b"".join(blob for _, blob in items))
+            write_after(self._folder / name, end, b"".join(blob for _, blob in items))
             verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"  # a move never overwrites newer rows
             self._db.executemany(f"{verb} INTO {ROWS} VALUES (?, ?, ?, ?, ?)", rows)
             self._db.execute(f"UPDATE {FILE} SET end = ?", (offset,))
@@ -238,27 +216,31 @@ class TokenVectorCache:
 
     # -- compaction (compile calls it, holding the vault's writer lock) ---------------------------
 
-    def compact(self, live: Mapping[str, Collection[str]], *, share: float = COMPACT_SHARE,
-                floor: int = COMPACT_MIN_BYTES) -> Usage:
+    def compact(self, live: Mapping[str, Collection[str]], *, share: float | None = None,
+                floor: int | None = None) -> Usage:
         """Rewrites the file with only the matrices of `live` ({model identity: text hashes in use})
         and what other processes append meanwhile, when the dead bytes exceed `share` of it and
-        `floor`; first moves an older cache's BLOBs into it. Returns the usage found (and what the
-        rewrite made of it). The caller holds the vault's writer lock: one compaction at a time."""
+        `floor` (COMPACT_SHARE, COMPACT_MIN_BYTES unless given); first moves an older cache's
+        BLOBs into it. Returns the usage found (and what the rewrite made of it). The caller
+        holds the vault's writer lock: one compaction at a time."""
         self._move_legacy()
         wanted = {model: set(hashes) for model, hashes in live.items()}
         with self._reading():
             state = self._db.execute(f"SELECT name, end FROM {FILE}").fetchone()
-            rows = self._db.execute(f"SELECT key, model, text_sha, start, size FROM {ROWS} ORDER BY start").fetchall()
+            rows = self._db.execute(f"SELECT key, model, text_sha, start, size FROM {ROWS} WHERE start < ?",
+                                    (state[1] if state else 0,)).fetchall()
         if state is None:
             return Usage(0, 0)
         name, end = state
-        kept = [row for row in rows if row[4] + row[3] <= end and row[2] in wanted.get(row[1], ())]
+        kept = [row for row in rows if row[2] in wanted.get(row[1], ())]
         usage = Usage(end, sum(row[4] for row in kept), bytes_after=end)
         data = self._data(name, end)
+        share, floor = COMPACT_SHARE if share is None else share, COMPACT_MIN_BYTES if floor is None else floor
         if data is None or end - usage.live_bytes <= max(share * end, floor):
             self._record(name, usage)
             return usage
         started = time.perf_counter()
+        kept.sort(key=lambda row: row[3])  # copied in file order: sequential reads, contiguous runs
         part, copied = self._copy(data, kept)
         after = self._swap(name, end, part, kept, copied)
         self._mapped = ("", np.zeros(0, dtype=np.int8))  # let go of the old file's map
@@ -275,25 +257,9 @@ class TokenVectorCache:
         for leftover in self._folder.glob(f"{self._path.stem}.tokens.*.i8.part"):  # a killed compaction's
             leftover.unlink(missing_ok=True)
         part = self._folder / f"{self._path.stem}.tokens.{uuid.uuid4().hex[:12]}.i8.part"
-        runs: list[list[int]] = []  # [start, stop) of contiguous live bytes: few large writes
-        for *_, start, size in kept:
-            if runs and runs[-1][1] == start:
-                runs[-1][1] += size
-            else:
-                runs.append([start, start + size])
-        copied = sum(size for *_, size in kept)
-        try:
-            with full_disk_guard(self._path, "the embedding cache", needed=copied, after=DERIVED), \
-                    open(part, "wb") as handle:
-                for start, stop in runs:
-                    for first in range(start, stop, _COPY_BYTES):
-                        handle.write(data[first:min(stop, first + _COPY_BYTES)])
-                handle.flush()
-                os.fsync(handle.fileno())
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-        return part, copied
+        pieces = [(start, size) for *_, start, size in kept]
+        with full_disk_guard(self._path, "the embedding cache", needed=sum(s for _, s in pieces), after=DERIVED):
+            return part, copy_pieces(data, pieces, part)
 
     def _swap(self, name: str, end: int, part: Path, kept: list[tuple[int, str, str, int, int]],
               copied: int) -> tuple[str, int] | None:
@@ -309,14 +275,14 @@ class TokenVectorCache:
                 if tail is None:
                     part.unlink()
                     return None
-                _write_after(part, copied, tail[end:state[1]])
+                write_after(part, copied, tail[end:state[1]])
                 self._db.execute(f"DELETE FROM {ROWS} WHERE start < ?", (end,))
                 self._db.execute(f"UPDATE {ROWS} SET start = start + ? WHERE start >= ?", (copied - end, end))
                 starts = np.concatenate(([0], np.cumsum([row[4] for row in kept])[:-1])).tolist() if kept else []
                 self._db.executemany(f"INSERT OR IGNORE INTO {ROWS} VALUES (?, ?, ?, ?, ?)",  # a newer row wins
                                      [(key, model, sha, at, size) for (key, model, sha, _, size), at in zip(kept, starts)])
                 os.replace(part, final)
-                _fsync_folder(self._folder)
+                fsync_folder(self._folder)
                 self._db.execute(f"UPDATE {FILE} SET name = ?, end = ?", (final.name, copied + state[1] - end))
                 return final.name, copied + state[1] - end
         except BaseException:
@@ -387,27 +353,6 @@ class TokenVectorCache:
         self._db.close()
 
 
-def usage_found(path: Path) -> Usage | None:
-    """Returns what the last compile found of the token file beside embeddings cache `path` (the
-    bytes appended since count as live), read-only; None when no compile measured it."""
-    if not path.is_file():
-        return None
-    db = connect_readonly(path)
-    try:
-        if not (_exists(db, USAGE) and _exists(db, FILE)):
-            return None
-        found = db.execute(f"SELECT name, end, live FROM {USAGE}").fetchone()
-        current = db.execute(f"SELECT name, end FROM {FILE}").fetchone()
-    except sqlite3.DatabaseError:
-        return None
-    finally:
-        db.close()
-    if found is None or current is None or found[0] != current[0]:
-        return None
-    name, end, live = found
-    return Usage(current[1], live + current[1] - end, bytes_after=current[1])
-
-
 def _key(model: str, sha: str) -> int:
     """Returns the row key of (model, text hash): the hash's first 64 bits (it is a sha256 already)
     mixed with the model's, as SQLite's signed integer."""
@@ -424,24 +369,3 @@ def _salt(model: str) -> int:
 
 def _exists(db: sqlite3.Connection, table: str) -> bool:
     return db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
-
-
-def _write_after(path: Path, end: int, blob: bytes | np.ndarray) -> None:
-    """Writes `blob` after the first `end` bytes of `path` (cutting whatever a crash left past them)
-    and fsyncs: durable before the transaction that names it commits."""
-    fresh = not path.exists()
-    with open(path, "ab") as handle:  # never truncates on open: readers may be mapping it
-        handle.truncate(end)
-        handle.write(blob)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if fresh:
-        _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.index import token_cache
+from compiler.index import token_bytes, token_cache
 from compiler.index.cache import EmbeddingCache, text_hash
 from compiler.index.token_cache import TokenVectorCache
 
@@ -207,7 +207,7 @@ def test_compaction_keeps_the_texts_in_use_and_a_reader_of_the_old_file_follows(
     assert set(got) == {TEXTS[k] for k in live} and all(got[TEXTS[k]].tolist() == _expected(k) for k in live)
     cache.put_many("m", {TEXTS[1]: _matrix(101, rows=2)})  # writes go on after the new end
     assert reader.get_many("m", [TEXTS[1]])[TEXTS[1]].tolist() == _expected(1)
-    assert token_cache.usage_found(path) == token_cache.Usage(usage.bytes_after + _matrix(1, rows=2).nbytes,
+    assert token_bytes.usage_found(path) == token_bytes.Usage(usage.bytes_after + _matrix(1, rows=2).nbytes,
                                                               usage.bytes_after + _matrix(1, rows=2).nbytes,
                                                               bytes_after=usage.bytes_after + _matrix(1, rows=2).nbytes)
     reader.close()
@@ -221,7 +221,7 @@ def test_a_file_mostly_in_use_is_not_rewritten_but_its_usage_is_kept(tmp_path: P
     usage = cache.compact({"m": set(TEXTS)}, share=0.5, floor=0)
     assert not usage.compacted and usage.dead_share == pytest.approx(0.5) and _files(tmp_path) == [old]
     assert cache.compact({"m": set()}, floor=old.stat().st_size).compacted is False  # under the floor
-    found = token_cache.usage_found(path)
+    found = token_bytes.usage_found(path)
     assert found is not None and found.dead_share == 1.0
     cache.close()
 
@@ -287,21 +287,21 @@ def test_a_compaction_failing_at_any_step_leaves_right_vectors(tmp_path: Path, m
     if step == "copy":
         monkeypatch.setattr(token_cache.os, "fsync", fail)
     elif step == "tail":
-        monkeypatch.setattr(token_cache, "_write_after", fail)
+        monkeypatch.setattr(token_cache, "write_after", fail)
     elif step == "rename":
         monkeypatch.setattr(token_cache.os, "replace", fail)
     elif step == "fsync":
-        monkeypatch.setattr(token_cache, "_fsync_folder", fail)
+        monkeypatch.setattr(token_cache, "fsync_folder", fail)
     elif step == "commit":
         monkeypatch.setattr(TokenVectorCache, "_record", fail)  # fails after the swap committed: see cleanup
-        real = token_cache._fsync_folder
+        real = token_cache.fsync_folder
 
         def then_commit_fails(folder: Path) -> None:
             real(folder)
             cache._db.execute("CREATE TEMP TRIGGER no_commit BEFORE UPDATE ON token_file_i8 "
                               "BEGIN SELECT RAISE(ABORT, 'injected at commit'); END")
 
-        monkeypatch.setattr(token_cache, "_fsync_folder", then_commit_fails)
+        monkeypatch.setattr(token_cache, "fsync_folder", then_commit_fails)
     else:
         monkeypatch.setattr(TokenVectorCache, "_record", fail)
     with pytest.raises((OSError, sqlite3.DatabaseError)):
