@@ -150,7 +150,10 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
-    in_use = [*section_texts(parsed.notes, parsed.moved_from), *(memory_text(o) for o in memory.state.values() if o.live)]
+    # What search looks a section up by, and what a moved note was embedded as (they differ when a
+    # move changed its title); every live memory's text.
+    in_use = [*section_texts(parsed.notes), *section_texts(parsed.notes, parsed.moved_from),
+              *(memory_text(o) for o in memory.state.values() if o.live)]
     token_file = compact_token_vectors(paths.embeddings, model, in_use)
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
