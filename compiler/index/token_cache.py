@@ -60,7 +60,7 @@ LEGACY = "token_vectors_i8"  # the BLOB table of older caches
 COMPACT_SHARE = 0.5  # dead bytes, as a share of the file, past which compile rewrites it
 COMPACT_MIN_BYTES = 64 << 20  # ... and at least this many: a small cache is never rewritten
 _SQL_BATCH = 500  # SQLite caps the variables of one statement
-_MOVE_BATCH = 2048  # legacy rows moved per transaction: ~10 MB, the write lock held ~0.1 s
+_MOVE_BATCH = 2048  # legacy rows moved per transaction: ~10 MB, the write lock held 1.1 s at most at load 10
 
 
 class TokenVectorCache:
