@@ -70,6 +70,7 @@ class TokenVectorCache:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self._path, self._folder = path, path.parent
         self._mapped: tuple[str, np.ndarray] = ("", np.zeros(0, dtype=np.int8))  # file name, its committed bytes
+        self._readonly = readonly
         if readonly:  # a search: never writes, works on a read-only vault; a missing table reads as empty
             self._db = connect_readonly(path)
             self._db.isolation_level = None
@@ -108,11 +109,16 @@ class TokenVectorCache:
         transaction: the rows name bytes of the file it names. A file gone between reading its
         name and mapping it (a compaction's, just unlinked) is looked for again, once."""
         for last in (False, True):
-            with self._reading():
-                found, data = self._rows(model, hashes)
-                if data is not None or last:
-                    legacy = self._legacy_rows(model, [h for h in set(hashes) if h not in found], blobs)
-                    return found, self._mapped[1] if data is None else data, legacy
+            try:
+                with self._reading():
+                    found, data = self._rows(model, hashes)
+                    if data is not None or last:
+                        legacy = self._legacy_rows(model, [h for h in set(hashes) if h not in found], blobs)
+                        return found, self._mapped[1] if data is None else data, legacy
+            except sqlite3.DatabaseError:
+                if not self._readonly:
+                    raise
+                break  # an immutable connection whose file a writer changed meanwhile: reads as empty
         return {}, self._mapped[1], {}
 
     def _rows(self, model: str, hashes: Sequence[str]) -> tuple[dict[str, tuple[int, int]], np.ndarray | None]:
@@ -130,7 +136,10 @@ class TokenVectorCache:
             for key, owner, sha, start, size in self._db.execute(
                     f"SELECT key, model, text_sha, start, size FROM {ROWS} "
                     f"WHERE key IN ({','.join('?' * len(batch))})", batch):
-                if owner == model and sha == by_key[key]:  # 64 bits can collide: the row says whose it is
+                # 64 bits can collide: the row says whose it is. A row past the end it read is another
+                # state's (a search's immutable connection, opened while no writer had the file open,
+                # sees no transactions): never sliced.
+                if owner == model and sha == by_key[key] and start + size <= state[1]:
                     found[sha] = (start, size)
         return found, data
 

@@ -387,3 +387,21 @@ def test_a_file_unlinked_between_reading_its_name_and_mapping_it_is_looked_for_a
     assert reader.get_many("m", [TEXTS[3]])[TEXTS[3]].tolist() == _expected(3)  # not read as missing
     assert missed
     reader.close()
+
+
+def test_a_search_opened_while_no_writer_was_open_never_reads_wrong_vectors_after_a_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "embeddings.sqlite"
+    many = [text_hash(f"many {k}") for k in range(3000)]  # rows over many pages: the reader caches few
+    cache = TokenVectorCache(path)
+    for seed in (0, 1):
+        cache.put_many("m", {sha: np.full((1 + k % 3, 4), k % 100 + seed, np.int8) for k, sha in enumerate(many)})
+    cache.close()  # the last connection checkpoints and removes the -wal file
+    assert not Path(f"{path}-wal").exists()
+    reader = TokenVectorCache(path, readonly=True)  # immutable: it sees no later transaction
+    assert reader.get_many("m", many[:1])[many[0]].tolist() == [1] * 4
+    writer = TokenVectorCache(path)
+    writer.compact({"m": set(many[::7])}, floor=0)
+    writer.close()  # checkpointed into the file the reader reads
+    got = reader.get_many("m", many)  # reads as empty, or (pages it had cached) right: never wrong
+    assert all(got[sha].tolist() == [k % 100 + 1] * (4 * (1 + k % 3)) for k, sha in enumerate(many) if sha in got)
+    reader.close()
