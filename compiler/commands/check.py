@@ -18,6 +18,7 @@ from compiler.commands.build_state import BuildState, load_state
 from compiler.core.errors import BuildWarning
 from compiler.core.files import GENERATED_YAML, is_generated
 from compiler.core.settings import CONFIG_FILE, Settings, setting_source
+from compiler.index.token_bytes import usage_found
 from compiler.notes.scan import file_sha256, scan_vault
 
 
@@ -28,6 +29,7 @@ class CheckReport:
     pages: int = 0
     events: int = 0
     chunks: int = 0
+    token_file: dict[str, Any] = field(default_factory=dict)  # its bytes and dead share, as the last compile found
     seconds: float = 0.0
 
     @property
@@ -36,16 +38,22 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "problems": [p.to_dict() for p in self.problems], "notes": self.notes,
-                "pages": self.pages, "events": self.events, "chunks": self.chunks, "seconds": self.seconds}
+                "pages": self.pages, "events": self.events, "chunks": self.chunks, "token_file": self.token_file, "seconds": self.seconds}
 
     def summary(self) -> str:
         if self.ok:
             return (f"engram check: ok · {self.notes} notes · {self.pages} pages · {self.events} memory events"
-                    f" · {self.seconds:.1f}s")
+                    f"{self._token_part()} · {self.seconds:.1f}s")
         stale = any(p.kind.startswith(("stale", "missing", "edited", "leftover", "not-compiled", "settings"))
                     for p in self.problems)
         hint = " · run `engram compile`" if stale else ""
-        return f"engram check: {len(self.problems)} problems{hint} · {self.seconds:.1f}s"
+        return f"engram check: {len(self.problems)} problems{hint}{self._token_part()} · {self.seconds:.1f}s"
+
+    def _token_part(self) -> str:
+        if not self.token_file:
+            return ""
+        return (f" · token vectors {self.token_file['file_bytes'] / 2**20:.0f} MB,"
+                f" {self.token_file['dead_share']:.0%} dead")
 
 
 def check_vault(vault: Path, settings: Settings) -> CheckReport:
@@ -66,6 +74,9 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
         report.problems += _check_memory_pages(state, events)
     report.problems += warnings + _check_journal_tail(root)
     report.chunks = _count_chunks(root)
+    usage = usage_found(root / ".engram" / "cache" / "embeddings.sqlite")  # one read of two rows: no fold, no scan
+    report.token_file = {k: v for k, v in usage.to_dict().items() if k in ("file_bytes", "live_bytes", "dead_share")} \
+        if usage else {}
     report.problems.sort(key=lambda p: (p.file, p.line, p.kind, p.message))
     report.seconds = round(time.perf_counter() - started, 3)
     return report

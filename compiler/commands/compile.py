@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,7 @@ class BuildReport:
     warnings: list[BuildWarning]
     rebuild_reason: str
     seconds: float
+    token_file: dict[str, Any] = field(default_factory=dict)  # its bytes, the share dead, a compaction's result
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -114,12 +115,19 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     pre-commit hook, an editor's shell command) never pays for networkx, jinja2 or Chroma.
     """
     from compiler.commands.compile_graph import related_file, save_graph, update_related
-    from compiler.commands.compile_index import SectionVectors, choose_model, update_indexes
+    from compiler.commands.compile_index import (
+        SectionVectors,
+        choose_model,
+        compact_token_vectors,
+        section_texts,
+        update_indexes,
+    )
     from compiler.commands.compile_memories import compile_memories
     from compiler.commands.compile_notes import parse_notes
     from compiler.commands.memory_pages import KeptPages, page_records
     from compiler.core.files import write_pages
     from compiler.index.vector_index import bring_chroma_in_step
+    from compiler.memory.index import memory_text
     from compiler.notes.links import resolve_links
     from compiler.render.notes import VaultView, render_changed_note_pages, template_environment
 
@@ -142,6 +150,11 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
+    # What search looks a section up by, and what a moved note was embedded as (they differ when a
+    # move changed its title); every live memory's text.
+    in_use = [*section_texts(parsed.notes), *section_texts(parsed.notes, parsed.moved_from),
+              *(memory_text(o) for o in memory.state.values() if o.live)]
+    token_file = compact_token_vectors(paths.embeddings, model, in_use)
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
@@ -167,7 +180,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         links=_link_counts(links), warnings=warnings + written.warnings, rebuild_reason=reason,
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                   "maintenance": memory.maintenance, "pages_rendered": memory.rendered},
-        seconds=round(time.perf_counter() - started, 3))
+        seconds=round(time.perf_counter() - started, 3), token_file=token_file.to_dict() if token_file else {})
     inputs = gather_inputs(paths, settings, model.identity, scan, overrides, memory.shown_at)
     save_inputs(paths.inputs, inputs, report.to_dict(),
                 {"shown_at": memory.shown_at, "maintenance_due": memory.maintenance_due})

@@ -3,7 +3,7 @@ and vector indexes brought in step with the notes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +13,7 @@ import numpy as np
 from compiler.commands.compile_notes import Parsed
 from compiler.commands.vault_paths import VaultPaths
 from compiler.index import late_interaction
-from compiler.index.cache import EmbeddingCache, embed_with_cache
+from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
 from compiler.index.embedder import (
     Embedder,
     has_token_vectors,
@@ -22,7 +22,7 @@ from compiler.index.embedder import (
 )
 from compiler.index.flat import FlatStore
 from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow
-from compiler.index.token_cache import TokenVectorCache
+from compiler.index.token_cache import TokenVectorCache, Usage
 from compiler.index.vector_index import open_vectors
 from compiler.index.vectors import COLLECTION
 from compiler.notes.records import Note
@@ -75,10 +75,8 @@ def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, ti
     A note in `moved_from` (renamed or moved, same bytes) keeps the vectors of its old self: its
     title may come from the file name, and a rename alone re-embeds nothing.
     """
-    moved_from = moved_from or {}
     ids = [f"{p}#{i}" for p in sorted(notes) for i in range(len(notes[p].sections))]
-    texts = [section_text(_embedded_as(notes[p], moved_from.get(p)), i)
-             for p in sorted(notes) for i in range(len(notes[p].sections))]
+    texts = section_texts(notes, moved_from)
     cache = EmbeddingCache(cache_file)
     tokens = TokenVectorCache(cache_file) if model.tokens else None
     try:
@@ -91,6 +89,27 @@ def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, ti
         if tokens:
             tokens.close()
     return Embedded(dict(zip(ids, vectors)), count + embedded)
+
+
+def section_texts(notes: Mapping[str, Note], moved_from: Mapping[str, Note] | None = None) -> list[str]:
+    """Returns the embedded text of every section of `notes`, by path and ordinal."""
+    moved_from = moved_from or {}
+    return [section_text(_embedded_as(notes[p], moved_from.get(p)), i)
+            for p in sorted(notes) for i in range(len(notes[p].sections))]
+
+
+def compact_token_vectors(cache_file: Path, model: Model, texts: Iterable[str]) -> Usage | None:
+    """Rewrites the token-vector file without the matrices of texts no longer in use (`texts`:
+    every note section's and live memory's) when those take most of it: replaced, merged,
+    forgotten or edited texts stay there otherwise (compiler.index.token_cache). Returns what it
+    found; None when the model keeps no token vectors."""
+    if not model.tokens:
+        return None
+    tokens = TokenVectorCache(cache_file)
+    try:
+        return tokens.compact({model.identity: {text_hash(t) for t in texts}})
+    finally:
+        tokens.close()
 
 
 class SectionVectors(Mapping[str, np.ndarray]):

@@ -171,7 +171,8 @@ def test_report_is_built_once_and_keeps_its_json_shape(make_vault, fake_embedder
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.notes = 0  # type: ignore[misc]
     assert list(report.to_dict()) == ["notes", "sections", "changed", "removed", "renamed", "embedded", "written",
-                                      "deleted", "links", "memories", "warnings", "rebuild_reason", "seconds"]
+                                      "deleted", "links", "memories", "warnings", "rebuild_reason", "seconds",
+                                      "token_file"]
 
 
 def test_parse_reads_only_edited_notes_and_names_what_left(make_vault):
