@@ -113,6 +113,15 @@ def match(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.nda
     return float(pool(combine(own, near, far)[np.newaxis])[0])
 
 
+def with_gist(own: np.ndarray, query: np.ndarray, sentence: np.ndarray | None) -> np.ndarray:
+    """Returns each query piece's best cosine in the memory (`own`, from `best_per_piece`) with
+    the memory's sentence vector (its gist: the mean of its token vectors, stopwords included)
+    counted as one more of its pieces: a query word that no single word of the memory matches may
+    still match what the memory is about ("a national park" against a camping trip). LoCoMo dev
+    Hit@5 84.5 -> 85.0%, no category lower (benchmarks/README.md, round seven)."""
+    return own if sentence is None else np.maximum(own, query @ sentence)
+
+
 def combine(own: np.ndarray, near: Sequence[np.ndarray] = (), far: Sequence[np.ndarray] = ()) -> np.ndarray:
     """Returns each query piece's best cosine in the memory or, at NEAR / FAR weight, in its neighbours."""
     best = own

@@ -9,8 +9,8 @@ association-graph neighbours of the best hits. Each is scored
              1.2 × its strength when it was written
 
 where relevance is the late-interaction match (a power mean over the query's word pieces of
-their best cosine) against the memory's and its conversational neighbours' pieces
-(compiler.index.late_interaction) — or, for a model without token
+their best cosine) against the memory's pieces and its sentence vector, and its conversational
+neighbours' pieces (compiler.index.late_interaction) — or, for a model without token
 vectors, 0.6 × the cosine of sentence vectors with BM25 relative to the best keyword match. A
 late-interaction match of a memory over 80 words is discounted by its length. The
 graph bonus spreads from the best hits along association links, breadth-first to depth 2 (bonus ×
@@ -208,15 +208,17 @@ class Relevance:
     def of(self, ids: Iterable[str]) -> dict[str, float]:
         """Returns {id: relevance} for `ids` (computed once per id)."""
         todo = [i for i in ids if i not in self.matches]
-        vectors = self._vault.index().vectors.vectors([i for i in todo if i not in self.cosines])
-        self.cosines.update((i, float(v @ self.query_vector)) for i, v in vectors.items())
+        # The cosine needs the vectors not fetched yet; the match needs every one (the memory's gist).
+        fetch = [i for i in todo if i not in self.cosines] if self.weights is COSINE else todo
+        vectors = self._vault.index().vectors.vectors(fetch)
+        self.cosines.update((i, float(v @ self.query_vector)) for i, v in vectors.items() if i not in self.cosines)
         if self.weights is COSINE:
             self.matches.update((i, self.cosines.get(i, 0.0)) for i in todo)
         else:
-            self._match(todo)
+            self._match(todo, vectors)
         return {i: self.matches[i] for i in ids}
 
-    def _match(self, ids: list[str]) -> None:
+    def _match(self, ids: list[str], sentences: Mapping[str, np.ndarray]) -> None:
         neighbours = self._memories.neighbours
         wanted = set(ids)
         for i in ids:
@@ -228,7 +230,8 @@ class Relevance:
         combined = []
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
-            combined.append(late_interaction.combine(best[i], [best[n] for n in near if n in best],
+            own = late_interaction.with_gist(best[i], self._query, sentences.get(i))
+            combined.append(late_interaction.combine(own, [best[n] for n in near if n in best],
                                                      [best[n] for n in far if n in best]))
         pooled = late_interaction.pool(np.stack(combined)) if combined else []
         for i, match in zip(ids, pooled):

@@ -81,6 +81,16 @@ def test_match_takes_each_piece_best_with_neighbours_discounted() -> None:
     assert late_interaction.match(own, [np.zeros(3, dtype=np.float32)]) == pytest.approx(late_interaction.match(own))
 
 
+def test_the_memory_gist_counts_as_one_more_of_its_pieces() -> None:
+    # Query piece 0 matches a word of the memory; piece 1 matches no word but the memory's
+    # sentence vector (its gist): the gist lifts piece 1 and never lowers piece 0.
+    query = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float32)
+    own = np.array([0.9, 0.1], dtype=np.float32)
+    gist = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+    assert late_interaction.with_gist(own, query, gist).tolist() == pytest.approx([0.9, 0.8])
+    assert late_interaction.with_gist(own, query, None) is own  # no stored sentence vector: the words alone
+
+
 def test_best_per_piece_caches_token_vectors_once(tmp_path: Path) -> None:
     embedder = FakeTokenEmbedder()
     tokens = TokenVectorCache(tmp_path / "e.sqlite")
