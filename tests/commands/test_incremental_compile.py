@@ -55,7 +55,7 @@ def test_only_pages_whose_inputs_changed_are_rendered(make_vault, monkeypatch):
     vault = make_vault({"A.md": "# A\n\nSee [[B]].\n", "B.md": "# B\n\nBee.\n", "C.md": "# C\n\nSea.\n"})
     settings = Settings(related_max=0)  # no related notes: which pages show what is plain
     compile_vault(vault, settings, embedder=FakeEmbedder())
-    records = load_state(vault / ".engram/cache/state.json")[0].note_renders
+    records = load_state(vault / ".engram/cache/state.sqlite")[0].note_renders
     assert set(records) == {"catalog.md", "health.md", "backlinks/A.links.md", "backlinks/B.links.md",
                             "backlinks/C.links.md"}
     rendered: list[str] = []
