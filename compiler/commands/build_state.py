@@ -1,19 +1,23 @@
 """The build state: what the last compile saw, so the next one only redoes what changed.
 
-Lives in `.engram/cache/state.json` — derived and disposable: deleting it means a full rebuild
-that produces the same pages. A compile builds a new state once, at its end; nothing mutates one.
+Lives in `.engram/cache/state.sqlite` (one row per note, file, page: compiler.commands.state_store)
+— derived and disposable: deleting it means a full rebuild that produces the same pages. A
+compile builds a new state once, at its end; nothing mutates one, and saving it writes only the
+rows that differ from the state the compile started from.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.commands.state_head import STATE_VERSION, head_bytes, head_path
-from compiler.commands.vault_paths import VaultPaths
+from compiler.commands.state_head import STATE_VERSION, head_bytes, head_path, legacy_path
+from compiler.commands.state_store import PARTS, read_state, write_state
+from compiler.commands.vault_paths import STATE_FILE, VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
@@ -39,25 +43,42 @@ class BuildState:
     memory_mark: dict[str, Any] = field(default_factory=dict)
     # the same as memory_renders for the note pages (catalog, health, backlinks): a page whose inputs did not move is kept
     note_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
+    # True when this is exactly what the state file holds (read from it): the next save writes the difference
+    stored: bool = field(default=False, compare=False)
 
-    def to_json(self) -> str:
-        data = {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
-                "fingerprint": self.fingerprint, "parser": self.parser,
-                "files": {p: [s.size, s.mtime_ns, s.sha256, s.inode] for p, s in sorted(self.files.items())},
-                "notes": {p: n.to_dict() for p, n in sorted(self.notes.items())},
-                "warnings": {p: [w.to_dict() for w in ws] for p, ws in sorted(self.warnings.items()) if ws},
-                "memory_pages": dict(sorted(self.memory_pages.items())),
-                "pages": dict(sorted(self.pages.items())), "memory_events": self.memory_events,
-                "memory_renders": {p: list(r) for p, r in sorted(self.memory_renders.items())},
-                "memory_mark": self.memory_mark,
-                "note_renders": {p: list(r) for p, r in sorted(self.note_renders.items())}}
-        return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    def meta(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
+                "fingerprint": self.fingerprint, "parser": self.parser, "memory_events": self.memory_events,
+                "memory_mark": self.memory_mark}
+
+    def parts(self) -> dict[str, dict[str, Any]]:
+        """Returns {part: {key: value}}: the rows of compiler.commands.state_store."""
+        return {"files": self.files, "notes": self.notes, "warnings": {p: ws for p, ws in self.warnings.items() if ws},
+                "memory_pages": self.memory_pages, "pages": self.pages, "memory_renders": self.memory_renders,
+                "note_renders": self.note_renders}
 
 
 def load_state(path: Path) -> tuple[BuildState, str]:
-    """Returns (the saved state, "") or (an empty state, why it could not be used)."""
+    """Returns (the saved state, "") or (an empty state, why it could not be used).
+
+    Without `path` (state.sqlite), the JSON state of an older engram beside it is read: the first
+    compile after an upgrade reuses it and saves the new file (no rebuild)."""
     if not path.is_file():
-        return BuildState(), "no previous build"
+        legacy = legacy_path(path)
+        return load_legacy_state(legacy) if legacy.is_file() else (BuildState(), "no previous build")
+    try:
+        data = read_state(path)
+        if data.get("version") != str(STATE_VERSION):
+            return BuildState(), "build state from another version"
+        return BuildState(**{k: data[k] for k in ("model", "model_setting", "fingerprint", "parser")},
+                          memory_events=data.get("memory_events", ""), memory_mark=dict(data["memory_mark"]),
+                          **{part: data[part] for part in PARTS}, stored=True), ""
+    except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
+        return BuildState(), f"build state unreadable ({error.__class__.__name__})"
+
+
+def load_legacy_state(path: Path) -> tuple[BuildState, str]:
+    """Returns the state an older engram saved as one JSON file (`state.json`), or why it cannot be used."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("version") != STATE_VERSION:
@@ -73,20 +94,27 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             memory_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("memory_renders", {}).items()},
             memory_mark=dict(data.get("memory_mark", {})),
             note_renders={p: (str(d), int(s), int(m), int(i)) for p, (d, s, m, i) in data.get("note_renders", {}).items()}), ""
-    except (ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 
 
-def save_state(path: Path, state: BuildState) -> bool:
-    """Writes the state when it changed, and its head when that changed; returns whether the state was written."""
+def save_state(path: Path, state: BuildState, base: BuildState | None = None) -> int:
+    """Writes the state, and its head when that changed; returns how many rows were written.
+
+    `base` is the state the build started from: when it is what the file holds (`stored`), only
+    the rows that differ are written; else the file is written whole (and an older engram's
+    state.json beside it removed)."""
     head = head_bytes(state.model, state.model_setting)
     if _read_bytes(head_path(path)) != head:  # first: the indexes already hold this model's vectors
         atomic_write(head_path(path), head)
-    data = state.to_json().encode("utf-8")
-    if _read_bytes(path) == data:
-        return False
-    atomic_write(path, data)
-    return True
+    stored = base.meta() | base.parts() if base is not None and base.stored else None
+    try:
+        written = write_state(path, state.meta(), state.parts(), stored)
+    except sqlite3.Error:  # a damaged file that still opened: replace it whole
+        written = write_state(path, state.meta(), state.parts(), None)
+    if stored is None:
+        legacy_path(path).unlink(missing_ok=True)
+    return written
 
 
 def _read_bytes(path: Path) -> bytes | None:
@@ -113,7 +141,7 @@ def rebuild_reason(previous: BuildState, identity: str, settings: Settings) -> t
     if previous.fingerprint != settings.index_fingerprint():
         return "index settings changed (model, max_note_bytes or max_section_chars)", "engram.toml"
     if previous.parser != parser_fingerprint():
-        return "the parser changed (a new engram version): every note is parsed again", ".engram/cache/state.json"
+        return "the parser changed (a new engram version): every note is parsed again", STATE_FILE
     return "", ""
 
 

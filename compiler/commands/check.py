@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.commands.build_state import BuildState, load_state
+from compiler.commands.vault_paths import STATE_FILE, VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import GENERATED_YAML, is_generated
 from compiler.core.settings import CONFIG_FILE, Settings, setting_source
@@ -61,11 +62,11 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
     started = time.perf_counter()
     root = vault.resolve()
     report = CheckReport()
-    state, reason = load_state(root / ".engram" / "cache" / "state.json")
+    state, reason = load_state(VaultPaths(root).state)
     events, warnings = _memory_events(root)
     report.events = len(events)
     if reason:
-        report.problems.append(BuildWarning(".engram/cache/state.json", 0,
+        report.problems.append(BuildWarning(STATE_FILE, 0,
                                             f"never compiled on this machine ({reason})", "not-compiled"))
     else:
         report.problems += _check_build_inputs(root, state, settings)
@@ -102,7 +103,7 @@ def _check_build_inputs(root: Path, state: BuildState, settings: Settings) -> li
 def _source_of(root: Path, keys: tuple[str, ...]) -> tuple[str, int]:
     """Returns the file (or env var) and line that set the first of `keys` that is set; else the
     build state, which holds what the last compile was given (its --model, or an older default)."""
-    return next((found for key in keys if (found := setting_source(root, key))[0]), (".engram/cache/state.json", 0))
+    return next((found for key in keys if (found := setting_source(root, key))[0]), (STATE_FILE, 0))
 
 
 def _check_notes(root: Path, settings: Settings, state: BuildState, report: CheckReport) -> list[BuildWarning]:
@@ -121,7 +122,7 @@ def _check_notes(root: Path, settings: Settings, state: BuildState, report: Chec
 def _check_pages(root: Path, settings: Settings, state: BuildState, report: CheckReport) -> list[BuildWarning]:
     """Generated pages missing, edited, or left over; a person's file in the output folder is not ours to judge."""
     if not state.pages:
-        return [BuildWarning(".engram/cache/state.json", 0, "no record of the generated pages (compiled by an older "
+        return [BuildWarning(STATE_FILE, 0, "no record of the generated pages (compiled by an older "
                              "engram)", "not-compiled")]
     report.pages = len(state.pages)
     problems: list[BuildWarning] = []

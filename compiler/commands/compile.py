@@ -173,7 +173,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         memory_renders=page_records(paths.root, settings.out, memory.digests, memory.kept,
                                     [w.file for w in written.warnings]), memory_mark=memory.render_mark,
         note_renders=page_records(paths.root, settings.out, notes_pages.digests,
-                                  {p: unchanged.stamps[p] for p in notes_pages.kept}, [w.file for w in written.warnings])))
+                                  {p: unchanged.stamps[p] for p in notes_pages.kept}, [w.file for w in written.warnings])),
+               base=previous)
     report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
         renamed=parsed.renamed, embedded=vectors.embedded, written=written.written, deleted=written.deleted,

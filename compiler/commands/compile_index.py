@@ -155,7 +155,9 @@ def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: 
     """Brings the keyword and vector indexes in step: rewrites changed notes, drops removed ones.
 
     `full` (the last build cannot be reused) rebuilds both whole, and so does an index whose size
-    disagrees with the notes (a crash mid-build, a deleted folder).
+    disagrees with the last build's notes (a crash mid-build, a deleted folder). It is compared
+    with the sections the index held (`parsed.indexed`), not the vault's new count: an edit that
+    adds or drops a heading rewrote every note's rows and vectors (and Chroma's mirror whole).
     """
     expected = parsed.sections
     keyword = KeywordIndex(paths.fts)
@@ -169,7 +171,7 @@ def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: 
         if not stale and keyword.count() == expected and local_vectors:
             return  # nothing changed: do not even import Chroma
         store = open_vectors(paths.cache, chroma_url, COLLECTION)
-        if full or keyword.count() != expected or store.count() != expected:
+        if full or keyword.count() != parsed.indexed or store.count() != parsed.indexed:
             keyword.reset()
             store.reset()
             stale, deleted = sorted(parsed.notes), []

@@ -24,6 +24,10 @@ class Parsed:
     changed: list[str]  # notes parsed in this run (new or edited), in path order
     removed: list[str]  # notes of the last build that are gone, sorted
     moved_from: dict[str, Note]  # changed note → the removed note with the same bytes (a rename or a move)
+    # Sections of the last build's notes: what the indexes hold before this build writes them. An edit
+    # that adds a heading changes the vault's count; only a disagreement with this one means the
+    # indexes were lost or left half-written.
+    indexed: int = 0
 
     @property
     def renamed(self) -> int:
@@ -52,7 +56,8 @@ def parse_notes(root: Path, scan: ScanResult, previous: BuildState, settings: Se
     changed = [p for p in scan.edited if p in notes]
     removed = sorted(set(previous.notes) - set(notes))
     gone = {previous.notes[p].sha256: previous.notes[p] for p in removed}
-    return Parsed(notes, warnings, changed, removed, {p: gone[notes[p].sha256] for p in changed if notes[p].sha256 in gone})
+    return Parsed(notes, warnings, changed, removed, {p: gone[notes[p].sha256] for p in changed if notes[p].sha256 in gone},
+                  indexed=sum(len(n.sections) for n in previous.notes.values()))
 
 
 def _parse_one(root: Path, path: str, settings: Settings) -> tuple[Note | None, list[BuildWarning]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+STATE_FILE = ".engram/cache/state.sqlite"  # vault-relative: what warnings about the build state name
+
 
 @dataclass(frozen=True)
 class VaultPaths:
@@ -22,7 +24,7 @@ class VaultPaths:
 
     @property
     def state(self) -> Path:
-        return self.cache / "state.json"
+        return self.cache / "state.sqlite"  # compiler.commands.state_store
 
     @property
     def inputs(self) -> Path:

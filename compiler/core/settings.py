@@ -92,7 +92,7 @@ def load_settings(vault: Path, *, index_model: str = "", **overrides: Any) -> Se
     toml_values, toml_lines = _read_toml(vault / CONFIG_FILE)
     env = {key: os.environ.get(name) for key, name in ENV_VARS.items()}
     layers: list[tuple[dict[str, Any], Any]] = [
-        ({"model": index_model} if index_model else {}, lambda key: (".engram/cache/state.json", 0)),
+        ({"model": index_model} if index_model else {}, lambda key: (".engram/cache/state.sqlite", 0)),
         (toml_values, lambda key: (CONFIG_FILE, toml_lines.get(key, 0))),
         ({k: v for k, v in env.items() if v}, lambda key: (ENV_VARS.get(key, "environment"), 0)),
         ({k: v for k, v in overrides.items() if v not in (None, "")}, lambda key: ("--" + key.replace("_", "-"), 0)),

@@ -90,8 +90,8 @@ class LastRender:
     """The observation pages of the last build, and which memories changed since (the memories
     named by the events added after it): a page whose memory, related memories and archive status
     did not move keeps its recorded digest, so it is not even digested again. It holds only if the
-    template key, the project folders and the instant shown are the last build's (else: every
-    page is digested, as with no last render)."""
+    template key and the instant shown are the last build's and its project folders still are
+    (else: every page is digested, as with no last render)."""
 
     key: str  # `MemoryPages.key` then
     projects: Mapping[str, str]  # `project_slugs` then
@@ -121,7 +121,7 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
     template = env.get_template("memory.md.j2")
     key = template_key(env, "memory.md.j2")
     render_key = hashlib.sha256((key + template_key(env, "project.md.j2")).encode()).hexdigest()
-    if last is not None and (last.key, dict(last.projects), last.shown) != (render_key, projects, now):
+    if last is not None and not _same_render(last, render_key, projects, now):
         last = None
     if last is None:
         paths = {i: memory_page(o, projects) for i, o in live.items()}
@@ -175,6 +175,13 @@ def render_memory_pages(state: Mapping[str, Observation], pruned: set[str], now:
     result.page_ids = {page: memory_id for memory_id, page in paths.items()}
     result.key, result.projects = render_key, projects
     return result
+
+
+def _same_render(last: LastRender, key: str, projects: Mapping[str, str], now: datetime) -> bool:
+    """Returns whether the pages of `last` were made as these would be: the same templates, the
+    same instant shown, and every project folder of then still the same. A new project (a memory
+    stored into it is a changed memory) leaves the others' pages where they were."""
+    return (last.key, last.shown) == (key, now) and all(projects.get(p) == s for p, s in last.projects.items())
 
 
 def _page_inputs(obs: Observation, adjacent: Mapping[str, float], live: Mapping[str, Observation],

@@ -55,7 +55,7 @@ def test_only_pages_whose_inputs_changed_are_rendered(make_vault, monkeypatch):
     vault = make_vault({"A.md": "# A\n\nSee [[B]].\n", "B.md": "# B\n\nBee.\n", "C.md": "# C\n\nSea.\n"})
     settings = Settings(related_max=0)  # no related notes: which pages show what is plain
     compile_vault(vault, settings, embedder=FakeEmbedder())
-    records = load_state(vault / ".engram/cache/state.json")[0].note_renders
+    records = load_state(vault / ".engram/cache/state.sqlite")[0].note_renders
     assert set(records) == {"catalog.md", "health.md", "backlinks/A.links.md", "backlinks/B.links.md",
                             "backlinks/C.links.md"}
     rendered: list[str] = []
@@ -88,3 +88,39 @@ def test_a_damaged_or_stale_related_cache_is_computed_again(make_vault):
         shutil.rmtree(fresh / ".engram" / "cache")
         compile_vault(fresh, settings, embedder=FakeEmbedder())
         assert outputs(fresh) == outputs(vault)
+
+
+def index_rows(vault: Path) -> tuple[list[tuple], list[tuple]]:
+    """The keyword index's section rows and the flat vector store's ids with their texts, sorted."""
+    from compiler.index.flat import FlatStore
+    from compiler.index.keywords import KeywordIndex
+
+    keyword = KeywordIndex(vault / ".engram/cache/fts.sqlite")
+    rows = sorted(keyword._db.execute("SELECT path, ordinal, body FROM sections").fetchall())
+    keyword.close()
+    store = FlatStore(vault / ".engram/cache", "sections")
+    ids = sorted(store.ids())
+    found = store.records(ids)
+    store.close()
+    return rows, [(i, found[i][1]) for i in ids]
+
+
+def test_an_edit_that_adds_a_heading_rewrites_only_that_note_in_the_indexes(make_vault, monkeypatch):
+    # The vault's section count moves with such an edit; it once read as "index out of step" and
+    # rebuilt both indexes and Chroma's mirror whole after any new or deleted heading.
+    from compiler.index.keywords import KeywordIndex
+
+    vault = make_vault({"A.md": "# A\n\nSee [[B]].\n", "B.md": "# B\n\nBee.\n", "C.md": "# C\n\nSea.\n"})
+    compile_vault(vault, Settings(), embedder=FakeEmbedder())
+    resets: list[str] = []
+    monkeypatch.setattr(KeywordIndex, "reset", lambda self: resets.append("keyword"))
+    (vault / "B.md").write_text("# B\n\nBee.\n\n## Hive\n\nHoney and wax.\n")
+    report = compile_vault(vault, Settings(), embedder=FakeEmbedder())
+    assert (report.changed, report.sections, resets) == (["B.md"], 4, [])
+    monkeypatch.undo()
+    fresh = vault.parent / "fresh"
+    shutil.copytree(vault, fresh)
+    shutil.rmtree(fresh / ".engram" / "cache")
+    compile_vault(fresh, Settings(), embedder=FakeEmbedder())
+    assert index_rows(vault) == index_rows(fresh)
+    assert any("Honey" in body for _, _, body in index_rows(vault)[0])

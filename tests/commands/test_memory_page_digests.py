@@ -176,6 +176,18 @@ def test_a_render_from_the_last_one_matches_a_full_render_after_every_kind_of_ch
                                 last=replace(last, changed=frozenset({"mem-20"})))
     assert sorted(p for p in added.pages if p.startswith("projects/")) == ["projects/p2.md"]
     assert {"projects/p0.md", "projects/p1.md"} <= added.kept
+    # A memory saved into a new project: the other projects' folders stay, so does the last render.
+    newcomer = Observation(id="mem-30", project="p9", title="Memory 30", content="Fact thirty.",
+                           created_at="2026-11-29 10:00:00", links=(("mem-04", 0.7),))
+    grown = {**before, "mem-30": newcomer}
+    full = render_memory_pages(grown, {"mem-11"}, now, env)
+    reused = render_memory_pages(grown, {"mem-11"}, now, env, last=replace(last, changed=frozenset({"mem-30"}),
+                                                                            digests={**first.digests, far: "recorded"}))
+    assert reused.digests.pop(far) == "recorded"  # not digested: it is far from the new memory
+    assert reused.digests == {p: d for p, d in full.digests.items() if p != far} and reused.pages == full.pages
+    renamed = render_memory_pages({**grown, "mem-31": replace(newcomer, id="mem-31", project="P0")}, {"mem-11"}, now,
+                                  env, last=replace(last, changed=frozenset({"mem-31"}), digests={far: "recorded"}))
+    assert renamed.digests[far] != "recorded"  # "P0" slugs as "p0" does: p0's folder moved, every page digested
     # Another instant shown, template or project folders: every page is digested again.
     later = render_memory_pages(after, pruned, datetime(2026, 12, 1, tzinfo=timezone.utc), env, on_disk,
                                 last=replace(last, changed=changed))

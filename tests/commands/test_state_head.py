@@ -36,3 +36,28 @@ def test_a_state_without_a_head_is_read_whole_and_a_deleted_state_means_no_model
     assert recorded_model(paths) == "multilingual-e5-small"
     paths.state.unlink()  # deleted to force a rebuild: the head beside it says nothing any more
     assert recorded_model(paths) == ""
+
+
+def test_an_older_engrams_json_state_is_reused_once_then_replaced(make_vault, fake_embedder):
+    """The first compile after an upgrade reads state.json (no rebuild, nothing re-embedded) and
+    leaves state.sqlite in its place; recorded_model reads the old file until then."""
+    from compiler.commands.build_state import load_state
+
+    vault = make_vault(NOTES)
+    compile_vault(vault, Settings(model="multilingual-e5-small"), embedder=fake_embedder)
+    paths = VaultPaths(vault.resolve())
+    state = load_state(paths.state)[0]
+    legacy = paths.state.with_name("state.json")
+    legacy.write_text(json.dumps({
+        "version": 1, "model": state.model, "model_setting": state.model_setting, "fingerprint": state.fingerprint,
+        "parser": state.parser, "files": {p: [s.size, s.mtime_ns, s.sha256, s.inode] for p, s in state.files.items()},
+        "notes": {p: n.to_dict() for p, n in state.notes.items()}, "pages": state.pages,
+        "note_renders": {p: list(r) for p, r in state.note_renders.items()}}))
+    paths.state.unlink()
+    head_path(paths.state).unlink()
+    assert recorded_model(paths) == "multilingual-e5-small"
+    (vault / "Deploy.md").write_text(NOTES["Deploy.md"] + "\nCanary first.\n")
+    report = compile_vault(vault, Settings(model="multilingual-e5-small"), embedder=fake_embedder)
+    assert (report.rebuild_reason, report.changed, report.embedded) == ("", ["Deploy.md"], 1)
+    assert paths.state.is_file() and not legacy.exists()
+    assert load_state(paths.state)[0].notes["Deploy.md"].sha256 != state.notes["Deploy.md"].sha256

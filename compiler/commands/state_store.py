@@ -1,0 +1,116 @@
+"""The build state on disk: one SQLite row per note, file stamp, page and page record.
+
+A compile after one change rewrites the few rows that moved, not the whole state: the JSON file
+this replaces (`state.json`, 15–26 MB at 10,000 notes or 50,000 memories) was encoded, compared
+with the disk and written whole after any change, and parsed whole by the next compile.
+
+`write_state` diffs the new state against the one the file holds (`base`, as `read_state`
+returned it) and writes the difference in one transaction; with no base (a first build, a
+rebuild, an older or damaged file) it writes a new file whole and renames it into place. SQLite's
+transaction makes a crash leave the old rows or the new ones, never half of each; a file that
+cannot be read is a full rebuild (compiler.commands.build_state.load_state), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from compiler.core.errors import BuildWarning
+from compiler.notes.records import FileStamp, Note
+
+SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+          "CREATE TABLE entries (part TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
+          "PRIMARY KEY (part, key)) WITHOUT ROWID")
+META = ("version", "model", "model_setting", "fingerprint", "parser", "memory_events", "memory_mark")
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _record(value: tuple[str, int, int, int]) -> str:
+    return " ".join(map(str, value))  # a digest (hex) and three integers: no JSON needed
+
+
+def _unrecord(_key: str, text: str) -> tuple[str, int, int, int]:
+    digest, size, mtime, inode = text.split(" ")
+    return digest, int(size), int(mtime), int(inode)
+
+
+# part → (encode a value, decode (key, text) into the value); the BuildState field of the same name.
+PARTS: dict[str, tuple[Callable[[Any], str], Callable[[str, str], Any]]] = {
+    "files": (lambda s: _compact([s.size, s.mtime_ns, s.sha256, s.inode]),
+              lambda k, t: FileStamp(k, *json.loads(t))),
+    "notes": (lambda n: _compact(n.to_dict()), lambda _k, t: Note.from_dict(json.loads(t))),
+    "warnings": (lambda ws: _compact([w.to_dict() for w in ws]),
+                 lambda _k, t: [BuildWarning(**w) for w in json.loads(t)]),
+    "memory_pages": (str, lambda _k, t: t),
+    "pages": (str, lambda _k, t: t),
+    "memory_renders": (_record, _unrecord),
+    "note_renders": (_record, _unrecord),
+}
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """Returns {meta key or part: value} as saved in `path`. Raises sqlite3.Error (or ValueError,
+    KeyError, TypeError on a row it cannot decode) when the file is not a readable state."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        found: dict[str, Any] = {part: {} for part in PARTS}
+        found.update(db.execute("SELECT key, value FROM meta"))
+        for part, key, text in db.execute("SELECT part, key, value FROM entries"):
+            found[part][key] = PARTS[part][1](key, text)
+    found["memory_mark"] = json.loads(found.get("memory_mark", "{}"))
+    return found
+
+
+def write_state(path: Path, meta: Mapping[str, Any], parts: Mapping[str, Mapping[str, Any]],
+                base: Mapping[str, Any] | None) -> int:
+    """Saves the state (`meta` values and `parts`) to `path`; returns how many rows it wrote or
+    deleted. With `base` (what the file holds) only the difference is written; else a new file."""
+    meta_rows = {k: _compact(v) if k == "memory_mark" else str(v) for k, v in meta.items()}
+    if base is None or not path.is_file():
+        return _write_whole(path, meta_rows, parts)
+    old_meta = {k: _compact(v) if k == "memory_mark" else str(v) for k, v in base.items() if k in META}
+    changed_meta = [(k, v) for k, v in meta_rows.items() if old_meta.get(k) != v]
+    upserts, deletes = [], []
+    for part, values in parts.items():
+        encode, before = PARTS[part][0], base.get(part, {})
+        upserts += [(part, k, encode(v)) for k, v in values.items()
+                    if k not in before or (before[k] is not v and before[k] != v)]
+        deletes += [(part, k) for k in before if k not in values]
+    if not (changed_meta or upserts or deletes):
+        return 0
+    with closing(sqlite3.connect(path)) as db, db:
+        db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", changed_meta)
+        db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", upserts)
+        db.executemany("DELETE FROM entries WHERE part = ? AND key = ?", deletes)
+    return len(changed_meta) + len(upserts) + len(deletes)
+
+
+def _write_whole(path: Path, meta_rows: Mapping[str, str], parts: Mapping[str, Mapping[str, Any]]) -> int:
+    """Writes the whole state to a new file beside `path` and renames it over `path`."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.unlink(missing_ok=True)
+    with closing(sqlite3.connect(temp)) as db, db:
+        for statement in SCHEMA:
+            db.execute(statement)
+        db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta_rows.items()))
+        db.executemany("INSERT INTO entries VALUES (?, ?, ?)", _rows(parts))
+        count = db.execute("SELECT count(*) FROM entries").fetchone()[0]
+    with open(temp, "rb+") as handle:  # durable before the rename makes it the state
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    return count + len(meta_rows)
+
+
+def _rows(parts: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, str, str]]:
+    for part, values in sorted(parts.items()):
+        encode = PARTS[part][0]
+        for key, value in sorted(values.items()):
+            yield part, key, encode(value)

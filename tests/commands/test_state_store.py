@@ -1,0 +1,69 @@
+"""The build state's rows: a compile after one change writes a few rows, and what it leaves reads
+back as the state a compile from nothing saves; a damaged file is a full rebuild, never a traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compiler.commands import state_store
+from compiler.commands.build_state import load_state
+from compiler.commands.compile import VaultPaths, compile_vault
+from compiler.core.settings import Settings
+
+NOTES = {f"N{i}.md": f"# N{i}\n\nNote {i} links [[N{(i + 1) % 8}]].\n\n## Part\n\nMore of {i}.\n" for i in range(8)}
+
+
+def saved(vault: Path) -> dict:
+    state, reason = load_state(VaultPaths(vault.resolve()).state)
+    assert not reason
+    return {**state.meta(), **state.parts()}
+
+
+def test_one_edit_writes_a_few_rows_and_leaves_the_state_a_fresh_compile_saves(make_vault, fake_embedder, monkeypatch):
+    vault = make_vault(NOTES)
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    counts: list[int] = []
+    write = state_store.write_state
+    monkeypatch.setattr(state_store, "write_state", lambda *a: counts.append(write(*a)) or counts[-1])
+    monkeypatch.setattr("compiler.commands.build_state.write_state", state_store.write_state)
+    (vault / "N3.md").write_text(NOTES["N3.md"] + "\n## New\n\nA heading more.\n")
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    rows = len([k for part in saved(vault).values() if isinstance(part, dict) for k in part])
+    # N3's stamp and parse, and the page and record of the three backlinks pages that show it: 8 of 36
+    assert counts == [8] and rows == 36
+    (vault / "N5.md").unlink()
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    fresh = vault.parent / "fresh"
+    shutil.copytree(vault, fresh, ignore=shutil.ignore_patterns("cache"))
+    compile_vault(fresh, Settings(), embedder=fake_embedder)
+    mine, theirs = saved(vault), saved(fresh)
+    for part in ("files", "memory_renders", "note_renders"):  # stats and inodes differ between two copies
+        assert mine.pop(part).keys() == theirs.pop(part).keys()
+    assert mine == theirs
+
+
+@pytest.mark.parametrize("damage", [b"", b"SQLite format 3\x00" + b"\x07" * 300, b"{\"version\": 1}"])
+def test_a_damaged_state_file_is_a_full_rebuild_that_saves_it_again(make_vault, fake_embedder, damage):
+    vault = make_vault(NOTES)
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    paths = VaultPaths(vault.resolve())
+    paths.state.write_bytes(damage)
+    report = compile_vault(vault, Settings(), embedder=fake_embedder)
+    assert report.rebuild_reason.startswith("build state unreadable")
+    assert not compile_vault(vault, Settings(), embedder=fake_embedder).rebuild_reason
+    assert saved(vault)["notes"].keys() == {p for p in NOTES}
+
+
+def test_a_state_of_another_version_is_a_full_rebuild(make_vault, fake_embedder):
+    import sqlite3
+
+    vault = make_vault(NOTES)
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    db = sqlite3.connect(VaultPaths(vault.resolve()).state)
+    with db:
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'version'")
+    db.close()
+    assert compile_vault(vault, Settings(), embedder=fake_embedder).rebuild_reason == "build state from another version"
