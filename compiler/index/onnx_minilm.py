@@ -24,6 +24,11 @@ from compiler.index.onnx_export import INPUTS, cached_onnx, ensure_onnx, recorde
 from compiler.index.onnx_optimized import optimized_model
 
 BATCH_SIZE = 32
+# A batch ends where the next text is this much longer than the batch's first: every text is padded
+# to its batch's longest. A write's 256 texts sorted and cut in 32s padded LoCoMo dev's pieces by
+# 12.9%, cut this way by 2.0% (ONNX CPU 21.6 -> 19.2 s, best of 3; 10%: 4.2%, 19.8 s). A text's
+# vectors do not depend on its batch, bit for bit (its padding is masked out).
+PAD_SLACK = 0.05
 
 log = logging.getLogger("engram.model")
 
@@ -84,8 +89,7 @@ class OnnxEmbedder:
         # sentence-transformers strips each text before tokenizing; so do we (same pieces, same vectors)
         encodings = self._tokenizer.encode_batch([text.strip() for text in texts])
         order = sorted(range(len(texts)), key=lambda k: len(encodings[k].ids))
-        for start in range(0, len(order), BATCH_SIZE):
-            batch = order[start:start + BATCH_SIZE]
+        for batch in _batched(order, [len(encodings[k].ids) for k in order]):
             width = len(encodings[batch[-1]].ids)
             ids = np.full((len(batch), width), self._pad, dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -115,6 +119,16 @@ class OnnxEmbedder:
                 tokens = tokens / np.maximum(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12)
                 result[k] = (encodings[row].tokens[1:real - 1], tokens.astype(np.float32), sentences[row])
         return result
+
+
+def _batched(order: list[int], lengths: list[int]) -> Iterator[list[int]]:
+    """Cuts `order` (texts sorted by their `lengths`) into batches of at most BATCH_SIZE texts,
+    each ending where the next text is more than PAD_SLACK longer than the batch's first."""
+    start = 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or end - start == BATCH_SIZE or lengths[end] > lengths[start] * (1 + PAD_SLACK):
+            yield order[start:end]
+            start = end
 
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # tokenizer.json's added tokens, all special

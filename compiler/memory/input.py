@@ -44,7 +44,9 @@ class MemoryInput:
 
 def clean_line(text: Any, limit: int) -> str:
     """Returns `text` as one printable line of at most `limit` characters."""
-    flat = "".join(" " if unicodedata.category(c).startswith(("C", "Z")) else c for c in str(text or ""))
+    flat = str(text or "")
+    if not flat.isprintable():  # isprintable: no character of C or Z but the ASCII space, which stays
+        flat = "".join(" " if unicodedata.category(c).startswith(("C", "Z")) else c for c in flat)
     flat = re.sub(r"\s+", " ", flat).strip()
     return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 

@@ -14,6 +14,7 @@ distinct statements on one topic are often 0.65–0.8 similar and must not be fu
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,11 +44,18 @@ class Decision:
     links: tuple[tuple[str, float], ...] = ()  # for new memories: (id, cosine × 0.5)
 
 
+def considered(limits: Thresholds) -> int:
+    """Returns how many of the closest candidates `decide` looks at (the contradiction candidates,
+    the merge target, the links): the rest never change its decision."""
+    return max(CONTRADICTION_CANDIDATES, limits.associate_max, 1)
+
+
 def decide(content: str, nearest: Sequence[tuple[Observation, float]], limits: Thresholds) -> Decision:
     """Returns what to do with `content`, given the closest live memories of the same project and kind."""
     from compiler.memory.contradiction import check_contradiction
 
-    ranked = sorted(nearest, key=lambda pair: (-pair[1], pair[0].id))
+    # nsmallest is sorted()[:n]: a batch's hundreds of earlier items are not sorted for each write
+    ranked = heapq.nsmallest(considered(limits), nearest, key=lambda pair: (-pair[1], pair[0].id))
     for target, cosine in ranked[:CONTRADICTION_CANDIDATES]:
         if cosine < limits.replace_min:
             break

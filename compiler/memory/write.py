@@ -26,7 +26,7 @@ from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.memory.index import LiveView, conversation_context, memory_text, row_hash
 from compiler.memory.input import MemoryInput, event_data, read_import_file, validate
 from compiler.memory.model import Layer, Lookups, Observation, apply_event
-from compiler.memory.resolve import Decision, decide
+from compiler.memory.resolve import Decision, considered, decide
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
 
 IMPORT_BATCH = 256
@@ -108,7 +108,8 @@ def resolve_batch(vault: VaultMemory, batch: Sequence[MemoryInput], vectors: np.
         if memory_id in written.known:
             answers.append(written.known_answer(memory_id))
             continue
-        cosines = {**dict(found[row]), **written.cosines(vectors[row], item.project, item.kind)}
+        cosines = written.cosines(vectors[row], item.project, item.kind, considered(vault.limits))
+        cosines.update((i, c) for i, c in found[row] if i not in written.vectors.get((item.project, item.kind), ()))
         decision = decide(item.content, _nearest(item, cosines, state), vault.limits)
         event = event_for(decision, item, memory_id, at, written.last.get((item.project, item.session_id), ""))
         events.append(event)
@@ -147,13 +148,23 @@ class _Written:
         self.vectors: dict[tuple[str, str], dict[str, np.ndarray]] = {}
         self.last: dict[tuple[str, str], str] = {}  # (project, session) → the memory the last item went to
 
-    def cosines(self, vector: np.ndarray, project: str, kind: str) -> dict[str, float]:
-        """Returns {id: cosine} of `vector` with each memory of `project` and `kind` written
-        earlier in the batch (one matrix product: a batch of 256 made 33,000 dot products)."""
+    def cosines(self, vector: np.ndarray, project: str, kind: str, keep: int) -> dict[str, float]:
+        """Returns {id: cosine} of `vector` with the memories of `project` and `kind` written
+        earlier in the batch that could be among its `keep` closest candidates (one matrix product:
+        a batch of 256 made 33,000 dot products).
+
+        Every memory written here is a candidate (live, of its group's project and kind: no write
+        op removes one), so one farther than the `keep`-th closest of them can never be among the
+        `keep` closest: it is dropped (ties kept) before resolve looks at each candidate in Python."""
         group = self.vectors.get((project, kind))
         if not group:
             return {}
-        return dict(zip(group, (np.stack(list(group.values())) @ vector).tolist()))
+        ids = list(group)
+        cosines = np.stack(list(group.values())) @ vector
+        if len(ids) <= keep:
+            return dict(zip(ids, cosines.tolist()))
+        floor = np.partition(cosines, len(ids) - keep)[len(ids) - keep]
+        return {ids[k]: float(cosines[k]) for k in np.flatnonzero(cosines >= floor)}
 
     def known_answer(self, memory_id: str) -> dict[str, Any]:
         """Returns the answer for an item whose source is already known: nothing is written."""

@@ -23,7 +23,7 @@ from compiler.index.minilm import (
     bundled_model_dir,
     minilm_identity,
 )
-from compiler.index.onnx_minilm import OnnxEmbedder
+from compiler.index.onnx_minilm import PAD_SLACK, OnnxEmbedder
 from tests.conftest import ROOT
 
 TEXTS = [
@@ -69,10 +69,11 @@ class RecordingSession:
     """The real session, noting the width (pieces) of each batch it runs."""
 
     def __init__(self, session: object) -> None:
-        self.session, self.widths = session, []
+        self.session, self.widths, self.shortest = session, [], []
 
     def run(self, outputs: list[str], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.widths.append(inputs["input_ids"].shape[1])
+        self.shortest.append(int(inputs["attention_mask"].sum(axis=1).min()))
         return self.session.run(outputs, inputs)  # type: ignore[attr-defined]
 
 
@@ -88,7 +89,20 @@ def test_texts_are_batched_by_their_pieces_not_their_characters(onnx: OnnxEmbedd
     recorder = RecordingSession(onnx._session)
     monkeypatch.setattr(onnx, "_session", recorder)
     assert np.allclose(onnx.embed(texts), expected, atol=1e-6)
-    assert recorder.widths == [20, 73]  # the English batch padded to its own longest, then the CJK one
+    # each batch padded to its own longest, at most PAD_SLACK over its shortest: no batch holds
+    # both kinds (an English text is padded to 20 pieces at most, a CJK text has 42 or more)
+    assert all(w <= s * (1 + PAD_SLACK) for w, s in zip(recorder.widths, recorder.shortest))
+    assert all(w <= 20 or w >= 42 for w in recorder.widths) and recorder.widths[-1] == 73
+
+
+@pytest.mark.integration
+def test_a_texts_vectors_do_not_depend_on_its_batch(onnx: OnnxEmbedder) -> None:
+    # what lets batches be cut by length (PAD_SLACK): the padding is masked out
+    texts = ["short", "a somewhat longer sentence about painting sunsets with the kids", "语" * 30, "mid length text"]
+    alone = [onnx.embed_tokens([text])[0] for text in texts]
+    for (pieces, tokens, sentence), (own_pieces, own_tokens, own_sentence) in zip(onnx.embed_tokens(texts), alone):
+        assert pieces == own_pieces
+        assert np.allclose(tokens, own_tokens, atol=1e-6) and np.allclose(sentence, own_sentence, atol=1e-6)
 
 
 @pytest.mark.integration
