@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from compiler.core.clock import parse_time
@@ -224,18 +225,21 @@ class Layer(MutableMapping[str, Any]):
 
 
 class Lookups:
-    """What a write looks up in the fold, kept as the fold goes (building them from the state
-    made every write O(store)): which memory holds each source id, and which memories follow
-    each one in a conversation, in save order."""
+    """What a write (or a recall) looks up in the fold, kept as the fold goes (building them from
+    the state made every write O(store)): which memory holds each source id, which memories
+    follow each one in a conversation, in save order, and which memories link to each one (an
+    association is set at save and never changes: `linked_from` is the reverse of `links`)."""
 
     def __init__(self, holders: Mapping[str, str] | None = None,
-                 followers: Mapping[str, tuple[str, ...]] | None = None) -> None:
+                 followers: Mapping[str, tuple[str, ...]] | None = None,
+                 linked_from: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.holders: MutableMapping[str, str] = Layer(holders) if holders is not None else {}
         self.followers: MutableMapping[str, tuple[str, ...]] = Layer(followers) if followers is not None else {}
+        self.linked_from: MutableMapping[str, tuple[str, ...]] = Layer(linked_from) if linked_from is not None else {}
 
     def layer(self) -> Lookups:
         """Returns lookups that start as these and take further notes without changing them (a batch's drafts)."""
-        return Lookups(self.holders, self.followers)
+        return Lookups(self.holders, self.followers, self.linked_from)
 
     def note(self, before: Observation | None, after: Observation) -> None:
         """Records that a memory changed from `before` (None: just saved) to `after`."""
@@ -243,6 +247,9 @@ class Lookups:
             self.holders[source] = after.id
         if before is None and after.follows:
             self.followers[after.follows] = (*self.followers.get(after.follows, ()), after.id)
+        if before is None:
+            for other in dict.fromkeys(o for o, _ in after.links):
+                self.linked_from[other] = (*self.linked_from.get(other, ()), after.id)
 
 
 def apply_event(current: Observation | None, event: MemoryEvent) -> Observation | None:
@@ -359,3 +366,96 @@ def unarchived(observations: Mapping[str, Observation], now: datetime) -> dict[s
     """Returns the live memories not archived at `now`: what recall and the stats count as live."""
     pruned = archived(observations, now)
     return {i: o for i, o in observations.items() if o.live and i not in pruned}
+
+
+class Unarchived(Mapping[str, Observation]):
+    """`unarchived(state, now)` decided per memory on lookup: a recall looks up a hundred
+    candidates, and computing the strength of every memory to know the archived ones was O(store)
+    on every cold command. A memory is archived on the same rule as `archived`, from its own
+    strength and the strength of the memories it links to or that link to it (`linked_from`, the
+    fold's reverse of `links`). Listing it (iterating, its length) computes the whole set once."""
+
+    def __init__(self, state: Mapping[str, Observation], now: datetime,
+                 linked_from: Mapping[str, Sequence[str]]) -> None:
+        self._state, self._now, self._linked_from = state, now, linked_from
+        self._strength: dict[str, float] = {}
+        self._all: dict[str, Observation] | None = None
+
+    def __getitem__(self, key: str) -> Observation:
+        if self._all is not None:
+            return self._all[key]
+        obs = self._state[key]
+        if not obs.live or self._archived(key, obs):
+            raise KeyError(key)
+        return obs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.whole())
+
+    def __len__(self) -> int:
+        return len(self.whole())
+
+    def __bool__(self) -> bool:  # the first live memory is nearly always unarchived: no listing
+        if self._all is not None:
+            return bool(self._all)
+        return any(o.live and not self._archived(i, o) for i, o in self._state.items())
+
+    def whole(self) -> dict[str, Observation]:
+        """Returns the whole set as `unarchived` computes it (once)."""
+        if self._all is None:
+            self._all = unarchived(self._state, self._now)
+        return self._all
+
+    def _archived(self, memory_id: str, obs: Observation) -> bool:
+        if obs.kind not in ("memory", "failure") or self._strength_of(memory_id, obs) >= PRUNE_BELOW:
+            return False
+        linked = chain((other for other, _ in obs.links), self._linked_from.get(memory_id, ()))
+        return not any(self._strong(other) for other in linked)
+
+    def _strong(self, memory_id: str) -> bool:
+        obs = self._state.get(memory_id)
+        return obs is not None and obs.live and self._strength_of(memory_id, obs) >= STRONG_NEIGHBOUR
+
+    def _strength_of(self, memory_id: str, obs: Observation) -> float:
+        found = self._strength.get(memory_id)
+        if found is None:
+            found = self._strength[memory_id] = obs.strength(self._now)
+        return found
+
+
+class Associations(Mapping[str, Mapping[str, float]]):
+    """`association_graph(live)` computed per memory on lookup: recall spreads its graph bonus
+    from three hits, and building the whole graph for them was O(store). A memory's links both
+    ways are its own `links` and those of the memories that link to it (`linked_from`), with the
+    same weights (the larger of two links between a pair). Listing it builds the whole graph."""
+
+    def __init__(self, live: Mapping[str, Observation], linked_from: Mapping[str, Sequence[str]]) -> None:
+        self._live, self._linked_from = live, linked_from
+        self._all: dict[str, dict[str, float]] | None = None
+
+    def __getitem__(self, key: str) -> Mapping[str, float]:
+        obs = self._live.get(key)
+        links: dict[str, float] = {}
+        if obs is not None:
+            for other, weight in obs.links:
+                if other != key and other in self._live:
+                    links[other] = max(links.get(other, 0.0), weight)
+            for other in self._linked_from.get(key, ()):
+                source = self._live.get(other) if other != key else None
+                for target, weight in source.links if source is not None else ():
+                    if target == key:
+                        links[other] = max(links.get(other, 0.0), weight)
+        if not links:
+            raise KeyError(key)
+        return links
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def _whole(self) -> dict[str, dict[str, float]]:
+        if self._all is None:
+            self._all = association_graph(self._live)
+        return self._all

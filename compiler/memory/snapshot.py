@@ -12,7 +12,7 @@ stay the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
@@ -22,8 +22,8 @@ from typing import Any
 
 from compiler.core.errors import BuildWarning, NotFoundError
 from compiler.events.journal import MemoryEvent, journal_view
-from compiler.memory.index import conversation_neighbours
-from compiler.memory.model import IncrementalFold, Lookups, Observation, association_graph, unarchived
+from compiler.memory.index import LiveView, conversation_neighbours
+from compiler.memory.model import Associations, IncrementalFold, Lookups, Observation, Unarchived
 
 EventKey = tuple[int, str]
 
@@ -61,6 +61,12 @@ def named_since(events: EventSet, mark: Mapping[str, str]) -> set[str] | None:
     """Returns the memories the events after `mark` (an `event_mark` of an earlier read) name,
     when the chunks are the marked ones and only the journal grew since (journal writes); else
     None: a chunk came in (its events are anywhere in the order) or the mark is not of these events."""
+    since = events_since(events, mark)
+    return None if since is None else {e.memory for e in since}
+
+
+def events_since(events: EventSet, mark: Mapping[str, str]) -> Sequence[MemoryEvent] | None:
+    """Returns the events after `mark` (see `named_since`), or None when `events` do not extend it."""
     seq, now = events.events, event_mark(events)
     if (mark.get("chunks"), mark.get("chunk_last")) != (now["chunks"], now["chunk_last"]):
         return None
@@ -70,7 +76,7 @@ def named_since(events: EventSet, mark: Mapping[str, str]) -> set[str] | None:
         return None
     if not chunks <= count <= len(seq) or mark.get("last") != (seq[count - 1].id if count else ""):
         return None
-    return {seq[k].memory for k in range(count, len(seq))}
+    return seq[count:]
 
 
 def read_events(engram_dir: Path) -> EventSet:
@@ -135,23 +141,25 @@ class Memories:
 
     @property
     def live(self) -> Mapping[str, Observation]:
-        """The live memories not archived at `now` (to the minute: the archive changes over days)."""
-        return self._memo("live", lambda: unarchived(self.state, self.now))
+        """The live memories not archived at `now` (to the minute: the archive changes over days),
+        decided per memory on lookup (`Unarchived`: a recall looks up its candidates only)."""
+        return self._memo("live", lambda: Unarchived(self.state, self.now, self.lookups.linked_from))
 
-    @property
-    def neighbours(self) -> Mapping[str, tuple[list[str], list[str]]]:
-        """Each memory's conversational neighbours (see `conversation_neighbours`); archived
-        memories count, as in the keyword index."""
-        return self._memo("neighbours", lambda: conversation_neighbours(self.indexed))
+    def neighbours_of(self, ids: Iterable[str]) -> dict[str, tuple[list[str], list[str]]]:
+        """The conversational neighbours of `ids` (see `conversation_neighbours`), looked up
+        through the fold's followers; archived memories count, as in the keyword index."""
+        return conversation_neighbours(LiveView(self.state), ids, self.lookups.followers)
 
     @property
     def associations(self) -> Mapping[str, Mapping[str, float]]:
-        """The association links among the live, unarchived memories (see `association_graph`)."""
-        return self._memo("associations", lambda: association_graph(self.live))
+        """The association links among the live, unarchived memories (see `association_graph`),
+        per memory on lookup (`Associations`)."""
+        return self._memo("associations", lambda: Associations(self.live, self.lookups.linked_from))
 
     def _memo(self, name: str, build: Callable[[], Any]) -> Any:
         if name not in self._derived:
-            self._derived[name] = MappingProxyType(build())
+            built = build()
+            self._derived[name] = MappingProxyType(built) if isinstance(built, dict) else built  # lazy ones are read-only
         return self._derived[name]
 
 
