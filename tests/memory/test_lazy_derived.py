@@ -154,3 +154,13 @@ def test_lost_vectors_or_a_new_model_check_every_memory(vault, fake_embedder, mo
     with VaultMemory(vault, settings, embedder=other, now=NOW) as memories:
         sync_index(memories, read_memories(memories))
     assert len(full) == 3
+
+
+def test_a_batchs_drafts_add_reverse_links_without_changing_the_folds():
+    fold = IncrementalFold()
+    fold.update([MemoryEvent("e1", "save", "a", at(NOW), {"content": "a"}, seq=0),
+                 MemoryEvent("e2", "save", "b", at(NOW), {"content": "b", "links": [["a", 0.5]]}, seq=1)])
+    drafts = fold.lookups.layer()
+    for name in ("c", "d"):
+        drafts.note(None, replace(fold.state["b"], id=name))
+    assert drafts.linked_from["a"] == ["b", "c", "d"] and fold.lookups.linked_from == {"a": ["b"]}
