@@ -387,15 +387,26 @@ class Unarchived(Mapping[str, Observation]):
                  linked_from: Mapping[str, Sequence[str]]) -> None:
         self._state, self._now, self._linked_from = state, now, linked_from
         self._strength: dict[str, float] = {}
+        self._found: dict[str, Observation | None] = {}  # decided so far (None: not live, or archived)
         self._all: dict[str, Observation] | None = None
 
-    def __getitem__(self, key: str) -> Observation:
+    def get(self, key: str, default: Any = None) -> Any:  # what recall calls, a thousand times each
         if self._all is not None:
-            return self._all[key]
-        obs = self._state[key]
-        if not obs.live or self._archived(key, obs):
+            return self._all.get(key, default)
+        found = self._found.get(key, _MISSING)
+        if found is _MISSING:
+            obs = self._state.get(key)
+            found = self._found[key] = obs if obs is not None and obs.live and not self._archived(key, obs) else None
+        return default if found is None else found
+
+    def __getitem__(self, key: str) -> Observation:
+        found = self.get(key)
+        if found is None:
             raise KeyError(key)
-        return obs
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.whole())
@@ -406,7 +417,7 @@ class Unarchived(Mapping[str, Observation]):
     def __bool__(self) -> bool:  # the first live memory is nearly always unarchived: no listing
         if self._all is not None:
             return bool(self._all)
-        return any(o.live and not self._archived(i, o) for i, o in self._state.items())
+        return any(self.get(i) is not None for i in self._state)
 
     def whole(self) -> dict[str, Observation]:
         """Returns the whole set as `unarchived` computes it (once)."""
@@ -439,9 +450,20 @@ class Associations(Mapping[str, Mapping[str, float]]):
 
     def __init__(self, live: Mapping[str, Observation], linked_from: Mapping[str, Sequence[str]]) -> None:
         self._live, self._linked_from = live, linked_from
+        self._found: dict[str, dict[str, float]] = {}
         self._all: dict[str, dict[str, float]] | None = None
 
     def __getitem__(self, key: str) -> Mapping[str, float]:
+        if self._all is not None:
+            return self._all[key]
+        links = self._found.get(key)
+        if links is None:
+            links = self._found[key] = self._links_of(key)
+        if not links:
+            raise KeyError(key)
+        return links
+
+    def _links_of(self, key: str) -> dict[str, float]:
         obs = self._live.get(key)
         links: dict[str, float] = {}
         if obs is not None:
@@ -453,17 +475,16 @@ class Associations(Mapping[str, Mapping[str, float]]):
                 for target, weight in source.links if source is not None else ():
                     if target == key:
                         links[other] = max(links.get(other, 0.0), weight)
-        if not links:
-            raise KeyError(key)
         return links
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._whole())
+        return iter(self.whole())
 
     def __len__(self) -> int:
-        return len(self._whole())
+        return len(self.whole())
 
-    def _whole(self) -> dict[str, dict[str, float]]:
+    def whole(self) -> dict[str, dict[str, float]]:
+        """Returns the whole graph as `association_graph` builds it (once); lookups then read it."""
         if self._all is None:
             self._all = association_graph(self._live)
         return self._all

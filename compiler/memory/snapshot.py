@@ -148,6 +148,10 @@ class Memories:
     def neighbours_of(self, ids: Iterable[str]) -> dict[str, tuple[list[str], list[str]]]:
         """The conversational neighbours of `ids` (see `conversation_neighbours`), looked up
         through the fold's followers; archived memories count, as in the keyword index."""
+        whole = self._derived.get("neighbours")
+        if whole is not None:
+            return {i: whole[i] for i in dict.fromkeys(ids) if i in whole}
+        self._derived.setdefault("neighbours", None)  # asked for: `settle` computes them all
         return conversation_neighbours(LiveView(self.state), ids, self.lookups.followers)
 
     @property
@@ -155,6 +159,18 @@ class Memories:
         """The association links among the live, unarchived memories (see `association_graph`),
         per memory on lookup (`Associations`)."""
         return self._memo("associations", lambda: Associations(self.live, self.lookups.linked_from))
+
+    def settle(self) -> None:
+        """Completes the derived views asked for so far. Per memory they cost nothing to start
+        (a cold command) but something on every lookup, and a handle that reads the same events
+        in the same minute again (a long-lived server) looks up thousands a call: for it the
+        whole views, computed once, are cheaper."""
+        derived = self._derived
+        for name in ("live", "associations"):
+            if name in derived:
+                derived[name].whole()
+        if "neighbours" in derived and derived["neighbours"] is None:
+            derived["neighbours"] = MappingProxyType(conversation_neighbours(self.indexed))
 
     def _memo(self, name: str, build: Callable[[], Any]) -> Any:
         if name not in self._derived:
@@ -189,7 +205,10 @@ class Snapshots:
         derived: dict[str, Any] = last[2] if same and last else {}
         self._derived = (events.key, _minute(now), derived)
         # A view, not a copy: the fold copies it out only if it is still held when the fold changes.
-        return Memories(events, self._fold.view(), now, derived, self._fold.lookups)
+        memories = Memories(events, self._fold.view(), now, derived, self._fold.lookups)
+        if same:
+            memories.settle()  # read again with nothing new: a long-lived handle
+        return memories
 
     def _known_prefix(self, events: EventSet) -> int:
         """Returns how many leading events of `events` the fold was handed before: all of the last
