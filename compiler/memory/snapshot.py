@@ -6,8 +6,9 @@ hand it down as a value. Nothing here is invalidated by a caller: a snapshot nev
 `Snapshots` (one per `VaultMemory` handle) only reuses work keyed on the event set itself, its
 `EventSet.key` (count, last id; events are only ever added): the fold applies just the events
 added since the last read and is skipped while the key is unchanged, and what is derived from
-the fold (live, neighbours, associations: O(n) each) is reused while the key and the minute
-stay the same.
+the fold (live, neighbours, associations) is reused while the key and the minute stay the same.
+Those are decided per memory on lookup (a cold recall looks up its candidates, not the store)
+and completed into whole views when a handle reads the same events again (`Memories.settle`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ that read (`sync_index`) and, when it writes, appends its events (`append_and_sy
 What a handle remembers between operations is keyed on the events themselves: its `Snapshots`
 fold only what was added since the last read, and `IndexedEvents` knows which events the index
 already reflects. A long-lived handle (the MCP server's) makes repeated calls cheap; a fresh one
-checks everything once.
+starts from the events the index records being in step with, and checks only the memories named
+since (every memory when a chunk came in, or there is no record).
 """
 
 from __future__ import annotations
