@@ -139,11 +139,29 @@ class MemoryKeywordIndex:
             # (the same rowid), so replacing one row is a key lookup, not a scan of every memory.
             self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_rows (id TEXT PRIMARY KEY, text_sha TEXT)")
             self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_projects (project TEXT PRIMARY KEY)")  # rowid: its number
+            # The events the rows are in step with (`snapshot.event_mark`, with the embedding
+            # identity): a fresh process checks only the memories named since (`sync_named`).
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_mark (key TEXT PRIMARY KEY, value TEXT)")
             if _exists(self._db, _OLD):
                 _migrate(self._db)
 
     def hashes(self) -> dict[str, str]:
         return dict(self._db.execute(f"SELECT id, text_sha FROM {TABLE}_rows"))
+
+    def count(self) -> int:
+        return self._db.execute(f"SELECT count(*) FROM {TABLE}_rows").fetchone()[0]
+
+    def mark(self) -> dict[str, str]:
+        """Returns the recorded mark of the events the index is in step with ({} when none)."""
+        return dict(self._db.execute(f"SELECT key, value FROM {TABLE}_mark"))
+
+    def set_mark(self, mark: Mapping[str, str]) -> None:
+        """Records `mark`. Only ever after the rows and vectors of the events it names are written:
+        a crash before it leaves the older mark, which still tells the truth (the memories named
+        since it are checked again, and found current)."""
+        with full_disk_guard(self._path, "the memory keyword index", after=DERIVED), self._db:
+            self._db.execute(f"DELETE FROM {TABLE}_mark")
+            self._db.executemany(f"INSERT INTO {TABLE}_mark (key, value) VALUES (?, ?)", sorted(mark.items()))
 
     def hashes_of(self, ids: Sequence[str]) -> dict[str, str]:
         """Returns {id: the hash its row was built from} for the indexed ones of `ids`."""
@@ -311,14 +329,63 @@ def _metadata(obs: Observation) -> dict[str, Any]:
 
 def sync_index(index: MemoryIndex, live: Mapping[str, Observation], embedder: Callable[[], Embedder],
                identity: str) -> int:
-    """Brings the index in step with the `live` memories; returns how many texts were embedded."""
+    """Brings the index in step with the `live` memories; returns how many texts were embedded.
+    Checks every memory's row: O(store)."""
     indexed = index.keywords.hashes()
     context = conversation_context(live)
     stale = sorted(i for i, m in live.items() if indexed.get(i) != row_hash(m, context.get(i, "")))
     gone = sorted(set(indexed) - set(live))
+    return _rewrite(index, live, stale, gone, context, embedder, identity)
+
+
+def sync_named(index: MemoryIndex, state: Mapping[str, Observation], named: Iterable[str],
+               followers: Mapping[str, Sequence[str]], embedder: Callable[[], Embedder], identity: str) -> int:
+    """Does what `sync_index` does for the live memories of `state`, when the index was in step
+    with an earlier state and only the memories `named` changed since: only their rows and those
+    whose conversational context holds them (`context_reach`) are checked. The same rows as a
+    full check, at the cost of the change; when vectors and rows disagree (vectors lost), a full
+    check. `followers`: `Lookups.followers` of `state`."""
+    live = LiveView(state)
+    if index.vectors.count() != index.keywords.count():
+        return sync_index(index, {i: o for i, o in state.items() if o.live}, embedder, identity)
+    reach = sorted(context_reach(state, named, followers))
+    indexed = index.keywords.hashes_of(reach)
+    present = [i for i in reach if i in live]
+    context = conversation_context(live, present, followers)
+    stale = [i for i in present if indexed.get(i) != row_hash(live[i], context.get(i, ""))]
+    gone = [i for i in reach if i in indexed and i not in live]
+    return _rewrite(index, live, stale, gone, context, embedder, identity)
+
+
+def context_reach(state: Mapping[str, Observation], named: Iterable[str],
+                  followers: Mapping[str, Sequence[str]]) -> set[str]:
+    """Returns `named` and every memory whose keyword row may change with them: a row's context
+    is two places before and after it in a conversation (`conversation_neighbours`), so a change
+    to a memory (its text, or whether it is live) reaches the memories up to two places before
+    and after it — followed through every memory, live or not, as liveness may just have changed."""
+    reach = set(named)
+    frontier = set(reach)
+    for _ in range(2):
+        step: set[str] = set()
+        for memory_id in frontier:
+            obs = state.get(memory_id)
+            if obs is not None and obs.follows:
+                step.add(obs.follows)
+            step.update(followers.get(memory_id, ()))
+        frontier = step - reach
+        reach |= step
+    return reach
+
+
+def _rewrite(index: MemoryIndex, live: Mapping[str, Observation], stale: Sequence[str], gone: Sequence[str],
+             context: Mapping[str, str], embedder: Callable[[], Embedder], identity: str) -> int:
+    """Drops the `gone` rows and re-embeds and puts the `stale` ones: every live one when the
+    vectors were lost (a crash, a deleted folder)."""
     index.drop(gone)
-    if index.vectors.count() != len(indexed) - len(gone):  # vectors lost (crash, deleted folder): redo all
+    if index.vectors.count() != index.keywords.count():  # vectors lost: redo all
         index.vectors.reset()
+        live = dict(live.items())
+        context = conversation_context(live)
         stale = sorted(live)
     memories = [live[i] for i in stale]
     vectors, embedded = index.embed([memory_text(m) for m in memories], embedder, identity)

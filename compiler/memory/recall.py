@@ -219,7 +219,7 @@ class Relevance:
         return {i: self.matches[i] for i in ids}
 
     def _match(self, ids: list[str], sentences: Mapping[str, np.ndarray]) -> None:
-        neighbours = self._memories.neighbours
+        neighbours = self._memories.neighbours_of(ids)
         wanted = set(ids)
         for i in ids:
             near, far = neighbours.get(i, ((), ()))

@@ -6,8 +6,9 @@ hand it down as a value. Nothing here is invalidated by a caller: a snapshot nev
 `Snapshots` (one per `VaultMemory` handle) only reuses work keyed on the event set itself, its
 `EventSet.key` (count, last id; events are only ever added): the fold applies just the events
 added since the last read and is skipped while the key is unchanged, and what is derived from
-the fold (live, neighbours, associations: O(n) each) is reused while the key and the minute
-stay the same.
+the fold (live, neighbours, associations) is reused while the key and the minute stay the same.
+Those are decided per memory on lookup (a cold recall looks up its candidates, not the store)
+and completed into whole views when a handle reads the same events again (`Memories.settle`).
 
 A new handle (every CLI command) starts from the fold checkpoint (`compiler.memory.checkpoint`):
 it reads and folds only the journal after the checkpoint's mark. Its `EventSet.events` is then
@@ -17,7 +18,7 @@ only a consumer that asks for an earlier event (an events digest, a refold) read
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from datetime import datetime
@@ -36,8 +37,8 @@ from compiler.memory.checkpoint import (
     save_checkpoint,
     worth_saving,
 )
-from compiler.memory.index import conversation_neighbours
-from compiler.memory.model import IncrementalFold, Lookups, Observation, association_graph, unarchived
+from compiler.memory.index import LiveView, conversation_neighbours
+from compiler.memory.model import Associations, IncrementalFold, Lookups, Observation, Unarchived
 
 EventKey = tuple[int, str]
 
@@ -94,6 +95,12 @@ def named_since(events: EventSet, mark: Mapping[str, str]) -> set[str] | None:
     """Returns the memories the events after `mark` (an `event_mark` of an earlier read) name,
     when the chunks are the marked ones and only the journal grew since (journal writes); else
     None: a chunk came in (its events are anywhere in the order) or the mark is not of these events."""
+    since = events_since(events, mark)
+    return None if since is None else {e.memory for e in since}
+
+
+def events_since(events: EventSet, mark: Mapping[str, str]) -> Sequence[MemoryEvent] | None:
+    """Returns the events after `mark` (see `named_since`), or None when `events` do not extend it."""
     now = event_mark(events)
     if (mark.get("chunks"), mark.get("chunk_last")) != (now["chunks"], now["chunk_last"]):
         return None
@@ -103,7 +110,7 @@ def named_since(events: EventSet, mark: Mapping[str, str]) -> set[str] | None:
         return None
     if count < events.chunks or not events.extends((count, mark.get("last", ""))):
         return None
-    return {e.memory for e in events.events[count:]}
+    return events.events[count:]
 
 
 def read_events(engram_dir: Path, start: Checkpoint | None = None) -> EventSet:
@@ -244,23 +251,41 @@ class Memories:
 
     @property
     def live(self) -> Mapping[str, Observation]:
-        """The live memories not archived at `now` (to the minute: the archive changes over days)."""
-        return self._memo("live", lambda: unarchived(self.state, self.now))
+        """The live memories not archived at `now` (to the minute: the archive changes over days),
+        decided per memory on lookup (`Unarchived`: a recall looks up its candidates only)."""
+        return self._memo("live", lambda: Unarchived(self.state, self.now, self.lookups.linked_from))
 
-    @property
-    def neighbours(self) -> Mapping[str, tuple[list[str], list[str]]]:
-        """Each memory's conversational neighbours (see `conversation_neighbours`); archived
-        memories count, as in the keyword index."""
-        return self._memo("neighbours", lambda: conversation_neighbours(self.indexed))
+    def neighbours_of(self, ids: Iterable[str]) -> dict[str, tuple[list[str], list[str]]]:
+        """The conversational neighbours of `ids` (see `conversation_neighbours`), looked up
+        through the fold's followers; archived memories count, as in the keyword index."""
+        whole = self._derived.get("neighbours")
+        if whole is not None:
+            return {i: whole[i] for i in dict.fromkeys(ids) if i in whole}
+        self._derived.setdefault("neighbours", None)  # asked for: `settle` computes them all
+        return conversation_neighbours(LiveView(self.state), ids, self.lookups.followers)
 
     @property
     def associations(self) -> Mapping[str, Mapping[str, float]]:
-        """The association links among the live, unarchived memories (see `association_graph`)."""
-        return self._memo("associations", lambda: association_graph(self.live))
+        """The association links among the live, unarchived memories (see `association_graph`),
+        per memory on lookup (`Associations`)."""
+        return self._memo("associations", lambda: Associations(self.live, self.lookups.linked_from))
+
+    def settle(self) -> None:
+        """Completes the derived views asked for so far. Per memory they cost nothing to start
+        (a cold command) but something on every lookup, and a handle that reads the same events
+        in the same minute again (a long-lived server) looks up thousands a call: for it the
+        whole views, computed once, are cheaper."""
+        derived = self._derived
+        for name in ("live", "associations"):
+            if name in derived:
+                derived[name].whole()
+        if "neighbours" in derived and derived["neighbours"] is None:
+            derived["neighbours"] = MappingProxyType(conversation_neighbours(self.indexed))
 
     def _memo(self, name: str, build: Callable[[], Any]) -> Any:
         if name not in self._derived:
-            self._derived[name] = MappingProxyType(build())
+            built = build()
+            self._derived[name] = MappingProxyType(built) if isinstance(built, dict) else built  # lazy ones are read-only
         return self._derived[name]
 
 
@@ -298,7 +323,10 @@ class Snapshots:
         derived: dict[str, Any] = last[2] if same and last else {}
         self._derived = (events.key, _minute(now), derived)
         # A view, not a copy: the fold copies it out only if it is still held when the fold changes.
-        return Memories(events, self._fold.view(), now, derived, self._fold.lookups)
+        memories = Memories(events, self._fold.view(), now, derived, self._fold.lookups)
+        if same:
+            memories.settle()  # read again with nothing new: a long-lived handle
+        return memories
 
     def _read_events(self, engram_dir: Path) -> EventSet:
         """Returns the events on disk, continuing the checkpoint when it still holds."""

@@ -8,7 +8,8 @@ that read (`sync_index`) and, when it writes, appends its events (`append_and_sy
 What a handle remembers between operations is keyed on the events themselves: its `Snapshots`
 fold only what was added since the last read, and `IndexedEvents` knows which events the index
 already reflects. A long-lived handle (the MCP server's) makes repeated calls cheap; a fresh one
-checks everything once.
+starts from the events the index records being in step with, and checks only the memories named
+since (every memory when a chunk came in, or there is no record).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from compiler.index.embedder import Embedder, load_embedder, model_identity
 from compiler.memory import index as memory_index
 from compiler.memory.index import MemoryIndex
 from compiler.memory.resolve import Thresholds
-from compiler.memory.snapshot import EventKey, EventSet, Memories, Snapshots
+from compiler.memory.snapshot import EventKey, EventSet, Memories, Snapshots, event_mark, events_since
 
 TEXT_NEUTRAL = frozenset({"recall"})  # ops that change no indexed text (no content, title or live set)
 
@@ -39,6 +40,7 @@ class IndexedEvents:
 
     checked: EventKey | None = None
     written: set[str] = field(default_factory=set)
+    recorded: dict[str, str] | None = None  # the mark this handle last found or wrote in the index
 
     def reflect(self, events: EventSet) -> bool:
         """True when the index is in step with `events`: everything after the checked set is a
@@ -113,13 +115,36 @@ def read_memories(vault: VaultMemory) -> Memories:
 def sync_index(vault: VaultMemory, memories: Memories) -> int:
     """Brings the memory index in step with `memories` (events from another process become
     searchable); returns how many texts were embedded. Checking every memory is O(n): skipped
-    while the index already reflects these events."""
-    if vault.indexed_events.reflect(memories.events):
-        vault.indexed_events.checked_against(memories.events)  # the next check starts from here
-        return 0
-    embedded = memory_index.sync_index(vault.index(), memories.indexed, vault.embedder, vault.identity)
-    vault.indexed_events.checked_against(memories.events)
+    while the index already reflects these events (this handle knows it), and in a fresh handle
+    limited to the memories named since the events the index records being in step with (a
+    journal grown by other processes); only a new chunk (from git) or no record checks them all."""
+    events = memories.events
+    if vault.indexed_events.reflect(events):
+        embedded = 0
+    else:
+        index = vault.index()
+        mark = index.keywords.mark()
+        since = events_since(events, mark) if mark.get("identity") == vault.identity else None
+        if since is None:
+            embedded = memory_index.sync_index(index, memories.indexed, vault.embedder, vault.identity)
+        else:
+            named = {e.memory for e in since if e.op not in TEXT_NEUTRAL}
+            embedded = memory_index.sync_named(index, memories.state, named, memories.lookups.followers,
+                                               vault.embedder, vault.identity)
+    vault.indexed_events.checked_against(events)  # the next check starts from here
+    _record(vault, events)
     return embedded
+
+
+def _record(vault: VaultMemory, events: EventSet) -> None:
+    """Records in the index that it is in step with `events`, for the next process (written
+    after the rows: see `MemoryKeywordIndex.set_mark`); a no-op while the record already says so."""
+    mark = {**event_mark(events), "identity": vault.identity}
+    if vault.indexed_events.recorded != mark:
+        index = vault.index()
+        if index.keywords.mark() != mark:
+            index.keywords.set_mark(mark)
+        vault.indexed_events.recorded = mark
 
 
 def append_and_sync(vault: VaultMemory, events: Sequence[MemoryEvent]) -> Memories:

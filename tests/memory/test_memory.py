@@ -301,21 +301,24 @@ def test_a_long_lived_handle_sees_other_writers_and_checks_the_index_only_when_n
                                                                                      monkeypatch):
     from compiler.memory import index as memory_index
 
-    checks = []
-    real = memory_index.sync_index
-    monkeypatch.setattr(memory_index, "sync_index", lambda *args: checks.append(1) or real(*args))
+    full, named = [], []
+    real_full, real_named = memory_index.sync_index, memory_index.sync_named
+    monkeypatch.setattr(memory_index, "sync_index", lambda *args: full.append(1) or real_full(*args))
+    monkeypatch.setattr(memory_index, "sync_named", lambda *args: named.append(set(args[2])) or real_named(*args))
     with open_memory(vault, fake_embedder) as server, open_memory(vault, fake_embedder) as other:
         store_memory(server, MemoryInput("Nightly backups run at two in the morning", project="ops"))
         recall(server, "when do the nightly backups run", project="ops")  # appends recall events
         recall(server, "nightly backups", project="ops")
-        assert len(checks) == 1  # a fresh handle checks every memory once; its own writes and recalls need no more
+        assert (len(full), named) == (1, [])  # no record yet: every memory once; its own writes and recalls need no more
         snapshot = read_memories(server)
         assert read_memories(server).live is snapshot.live  # derived views are reused while no event is added
         server.close()  # as the MCP server does after each call: index handles live for one call
         later = store_memory(other, MemoryInput("The VPN gateway lives in Frankfurt", project="ops"))
         other.close()
         hits = recall(server, "where is the VPN gateway", project="ops")
-        assert hits[0]["id"] == later["id"] and len(checks) == 3  # the other handle's first check, then ours
+        # The other handle starts from the index's record: nothing named since (recalls name no
+        # text); then ours checks only what the other one wrote.
+        assert hits[0]["id"] == later["id"] and (len(full), named) == (1, [set(), {later["id"]}])
         assert read_memories(server).live is not snapshot.live
 
 
