@@ -49,7 +49,7 @@ def test_dead_matrices_are_counted_reported_and_compacted(make_vault, monkeypatc
     assert check_vault(vault, load_settings(vault)).token_file["dead_share"] == 0.0
     with VaultMemory(vault, Settings(now=NOW), embedder=embedder) as memory:  # the texts in use are all there
         texts = [memory_text(o) for o in read_memories(memory).state.values() if o.live]
-    texts += section_texts(load_state(vault / ".engram" / "cache" / "state.json")[0].notes)
+    texts += section_texts(load_state(vault / ".engram" / "cache" / "state.sqlite")[0].notes)
     tokens = TokenVectorCache(vault / ".engram" / "cache" / "embeddings.sqlite", readonly=True)
     assert tokens.known(embedder.identity, [text_hash(t) for t in texts]) == {text_hash(t) for t in texts}
     tokens.close()
