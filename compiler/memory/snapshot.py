@@ -276,9 +276,9 @@ class Memories:
         in the same minute again (a long-lived server) looks up thousands a call: for it the
         whole views, computed once, are cheaper."""
         derived = self._derived
-        for name in ("live", "associations"):
-            if name in derived:
-                derived[name].whole()
+        for name in ("live", "associations"):  # in this order: the associations read the live set
+            if name in derived and not isinstance(derived[name], MappingProxyType):
+                derived[name] = MappingProxyType(derived[name].whole())  # a plain dict's lookups: no Python call each
         if "neighbours" in derived and derived["neighbours"] is None:
             derived["neighbours"] = MappingProxyType(conversation_neighbours(self.indexed))
 
