@@ -49,6 +49,28 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
             raise
 
 
+def write_after(path: Path, end: int, blob: bytes | memoryview) -> None:
+    """Writes `blob` (any bytes-like: a numpy slice too) after the first `end` bytes of `path` (cutting whatever a crash left past them)
+    and fsyncs: durable before the transaction that names it commits."""
+    fresh = not path.exists()
+    with open(path, "ab") as handle:  # never truncates on open: readers may be mapping it
+        handle.truncate(end)
+        handle.write(blob)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if fresh:
+        fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Fsyncs `folder` itself: a new file's name is durable only once its folder is."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def bounded_name(stem: str, suffix: str, key: str) -> str:
     """Returns `stem + suffix` when it fits in MAX_NAME_BYTES of UTF-8, else the stem cut on a
     character boundary plus "~" and 8 hex digits of sha256(`key`): short names stay as they were,

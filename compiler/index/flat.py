@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from compiler.core.errors import DERIVED, CorruptDataError, InputError, full_disk_guard
+from compiler.core.files import fsync_folder, write_after
 from compiler.index.blas import one_thread
 from compiler.index.vectors import VectorHit
 
@@ -310,7 +311,7 @@ class FlatStore:
                                  "(a new model: run `engram compile`)", path=str(self.path))
             rows = int(state["rows"])
             replaced = sum(1 for _ in _select(db, "id", [i for i, _, _ in items]))  # their old rows die
-            _append(self._folder / str(state["file"]), rows * dim * 4, unit)
+            write_after(self._folder / str(state["file"]), rows * dim * 4, np.ascontiguousarray(unit, dtype=np.float32).tobytes())
             self._appended = (rows, unit, [metadatas[k] for k in keep])
             db.executemany("INSERT INTO items (id, row, document, metadata) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
                            "DO UPDATE SET row = excluded.row, document = excluded.document, metadata = excluded.metadata",
@@ -477,7 +478,7 @@ class FlatStore:
                               for start in range(0, len(order), 4096))
             handle.flush()
             os.fsync(handle.fileno())
-        _fsync_folder(self._folder)
+        fsync_folder(self._folder)
         db.executemany("UPDATE items SET row = ? WHERE id = ?", [(k, i) for k, (i, _) in enumerate(order)])
         _set(db, rows=len(order), dead=0, file=name)
 
@@ -545,27 +546,6 @@ def _map(path: Path, rows: int, dim: int) -> np.ndarray:
     if path.stat().st_size < rows * dim * 4:
         raise ValueError(f"{path}: shorter than its committed rows")
     return np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
-
-
-def _append(path: Path, committed: int, rows: np.ndarray) -> None:
-    """Writes `rows` after the first `committed` bytes of `path` (cutting whatever a crash left past
-    them) and fsyncs: durable before any transaction names them."""
-    fresh = not path.exists()
-    with open(path, "ab") as handle:  # never truncates on open: readers may be mapping it
-        handle.truncate(committed)
-        handle.write(np.ascontiguousarray(rows, dtype=np.float32).tobytes())
-        handle.flush()
-        os.fsync(handle.fileno())
-    if fresh:
-        _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _grown(tail: np.ndarray, rows: np.ndarray) -> np.ndarray:

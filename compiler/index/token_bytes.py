@@ -85,24 +85,3 @@ def copy_pieces(data: np.ndarray, pieces: Sequence[tuple[int, int]], path: Path)
         path.unlink(missing_ok=True)
         raise
     return sum(size for _, size in pieces)
-
-
-def write_after(path: Path, end: int, blob: bytes | np.ndarray) -> None:
-    """Writes `blob` after the first `end` bytes of `path` (cutting whatever a crash left past them)
-    and fsyncs: durable before the transaction that names it commits."""
-    fresh = not path.exists()
-    with open(path, "ab") as handle:  # never truncates on open: readers may be mapping it
-        handle.truncate(end)
-        handle.write(blob)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if fresh:
-        fsync_folder(path.parent)
-
-
-def fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -53,7 +53,8 @@ import numpy as np
 
 from compiler.core.derived_sqlite import connect_derived, connect_readonly
 from compiler.core.errors import DERIVED, full_disk_guard
-from compiler.index.token_bytes import FILE, USAGE, Usage, copy_pieces, fsync_folder, write_after
+from compiler.core.files import fsync_folder, write_after
+from compiler.index.token_bytes import FILE, USAGE, Usage, copy_pieces
 
 ROWS = "token_rows_i8"  # a new name when the stored form changes
 LEGACY = "token_vectors_i8"  # the BLOB table of older caches
