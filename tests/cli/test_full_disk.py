@@ -194,16 +194,16 @@ def test_flat_store_full_through_the_cli_is_one_line_and_reads_as_before(make_va
 
     vault = make_vault({".obsidian/app.json": "{}", "Home.md": "# Home\n"})
     assert run("memory", "add", "Staging runs on Fly.io", "--vault", str(vault), *NOW)[0] == 0
-    real_append = flat._append
+    real_append = flat.write_after
 
     def no_room(path: Path, committed: int, rows: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(flat, "_append", no_room)  # the rows cannot be appended
+    monkeypatch.setattr(flat, "write_after", no_room)  # the rows cannot be appended
     code, _, err = run("memory", "add", "Production runs on AWS", "--vault", str(vault), *NOW)
     assert_one_full_disk_line(code, err, str(vault / ".engram" / "cache" / "flat" / "memories.sqlite"))
     assert "could not write the vector index" in err
-    monkeypatch.setattr(flat, "_append", real_append)  # the journal has it: the next run indexes it
+    monkeypatch.setattr(flat, "write_after", real_append)  # the journal has it: the next run indexes it
     code, out, err = run("recall", "Production runs on AWS", "--vault", str(vault), *NOW, "--json")
     assert code == 0, err
     assert {h["content"] for h in json.loads(out)} >= {"Staging runs on Fly.io", "Production runs on AWS"}
