@@ -64,6 +64,22 @@ def synthetic_memories(count: int, seed: int = 7) -> list[MemoryInput]:
     return items
 
 
+def unrelated_memories(count: int, seed: int = 13) -> list[MemoryInput]:
+    """Returns `count` memories that share no statement with each other or with synthetic_memories:
+    14 words each drawn from the bundled model's vocabulary. Every one of them is stored as new, so
+    the time to write them at the empty store and at the full one is the cost of a write as the store
+    grows, apart from the mix of actions (synthetic_memories repeats itself more as it grows: more
+    merges and replaces, which embed a second text and compare more statements)."""
+    from compiler.index.minilm import bundled_model_dir
+
+    words = [w for w in (bundled_model_dir() / "vocab.txt").read_text(encoding="utf-8").split()
+             if w.isalpha() and w.isascii() and len(w) >= 5]
+    rng = random.Random(seed)
+    return [MemoryInput(content=" ".join(rng.sample(words, 14)).capitalize() + ".", project=f"project-{i % 20:02d}",
+                        category="fact", importance=0.5, source_id=f"unrelated-{i}", created_at="2026-11-15 12:00:00")
+            for i in range(count)]
+
+
 CHUNK = 1000  # memories per timed import chunk: the first and the last show whether a write's cost grows
 SINGLE_CALLS = 50  # one-at-a-time stores at the end, through one long-lived handle (what the MCP server holds)
 
@@ -82,8 +98,11 @@ def run(count: int, queries: int) -> dict:
     figures["embed_2000_seconds"] = round(time.perf_counter() - started, 2)
     print(f"importing {count} memories…", file=sys.stderr)
     chunk_rates, chunk_actions, actions = [], [], {}
-    started = time.perf_counter()
+    unrelated = unrelated_memories(2 * CHUNK + 10)
     with VaultMemory(vault, settings) as memories:
+        _timed_new(memories, unrelated[-10:])  # the store's first write creates its files: not timed
+        figures["unrelated_first_per_second"] = _timed_new(memories, unrelated[:CHUNK])
+        started = time.perf_counter()
         for start in range(0, count, CHUNK):
             chunk_started = time.perf_counter()
             result = write_memories(memories, items[start:start + CHUNK])
@@ -92,6 +111,7 @@ def run(count: int, queries: int) -> dict:
             for action, n in result["actions"].items():
                 actions[action] = actions.get(action, 0) + n
         figures["import_seconds"] = round(time.perf_counter() - started, 1)
+        figures["unrelated_last_per_second"] = _timed_new(memories, unrelated[CHUNK:2 * CHUNK])
         print(f"storing {SINGLE_CALLS} more one call at a time…", file=sys.stderr)
         started = time.perf_counter()
         by_action: dict[str, list[float]] = {}
@@ -123,6 +143,16 @@ def run(count: int, queries: int) -> dict:
     figures["import_vs_pure_embedding"] = round(figures["import_seconds"] / (figures["embed_2000_seconds"] * count / 2000), 2)
     shutil.rmtree(vault, ignore_errors=True)
     return figures
+
+
+def _timed_new(memories: VaultMemory, items: list[MemoryInput]) -> float:
+    """Writes `items` (all new: unrelated_memories) in one call and returns memories per second."""
+    started = time.perf_counter()
+    result = write_memories(memories, items)
+    rate = len(items) / (time.perf_counter() - started)
+    if result["actions"] != {"new": len(items)}:
+        raise RuntimeError(f"unrelated memories resolved as {result['actions']}: the control is not all new")
+    return round(rate, 1)
 
 
 def _cold_recall(vault: Path, runs: int = 3) -> dict[str, float]:
@@ -166,6 +196,8 @@ def main() -> None:
           f"live {figures['live']} archived {figures['archived']}")
     print(f"import rate first / last {figures['import_first_chunk_per_second']:.0f} / "
           f"{figures['import_last_chunk_per_second']:.0f} per s (chunks of {CHUNK})")
+    print(f"unrelated, empty / full  {figures['unrelated_first_per_second']:.0f} / "
+          f"{figures['unrelated_last_per_second']:.0f} per s ({CHUNK} memories, all new)")
     print(f"one call at a time       {figures['single_call_per_second']:.1f} per s at {figures['memories']} memories")
     print("  median ms by action    " + "   ".join(f"{a} {ms:.1f} (×{n})" for a, (n, ms)
                                                  in figures["single_call_ms_by_action"].items()))

@@ -147,7 +147,11 @@ def rows(r: dict[str, Any]) -> list[Row]:
         (f"one call at a time at {large} memories", get(ml, "single_call_per_second"), rate, "≥ 30/s, flat"),
     ]
     first, last = get(ml, "import_first_chunk_per_second"), get(ml, "import_last_chunk_per_second")
-    out.append(("  import rate last / first (flat = 1.00×)", last / first if first and last else None, times, "1.00×"))
+    out.append(("  import rate last / first (the data's own mix of actions)", last / first if first and last else None,
+                times, ""))
+    first, last = get(ml, "unrelated_first_per_second"), get(ml, "unrelated_last_per_second")
+    out.append((f"  {1000} unrelated new memories, at {large} / at 0 (flat = 1.00×)",
+                last / first if first and last else None, times, "1.00×"))
     return [(label, None if isinstance(v, tuple) and None in v else v, f, t) for label, v, f, t in out]
 
 
