@@ -124,9 +124,33 @@ def test_recall_uses_the_neighbours_words(tmp_path: Path) -> None:
     with VaultMemory(vault, Settings(), embedder=embedder) as memory:
         write_memories(memory, [MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
         hits = recall(memory, "How was the pottery class?", n=4, reinforce=False)
-    # Own words (1.0), then the reply whose previous turn has them (NEAR), then the turn two after (FAR).
+    # Own words (1.0), then the reply to the question that has them (ASKED), then the turn two after (FAR).
     assert [h["content"] for h in hits][:3] == turns[:3]
-    assert [h["match"] for h in hits][:3] == pytest.approx([1.0, late_interaction.NEAR, late_interaction.FAR], abs=1e-3)
+    assert [h["match"] for h in hits][:3] == pytest.approx([1.0, late_interaction.ASKED, late_interaction.FAR], abs=1e-3)
+
+
+def test_a_reply_to_a_statement_borrows_its_words_at_the_plain_neighbour_weight(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".engram").mkdir(parents=True)
+    turns = ["I finished the pottery class.", "Wonderful news.", "The weather is nice today."]
+    with VaultMemory(vault, Settings(), embedder=FakeTokenEmbedder()) as memory:
+        write_memories(memory, [MemoryInput(content=t, project="chat", source_id=f"t{k}") for k, t in enumerate(turns)])
+        hits = recall(memory, "pottery class", n=3, reinforce=False)
+    assert [h["content"] for h in hits][:2] == turns[:2]
+    assert hits[1]["match"] == pytest.approx(late_interaction.NEAR, abs=1e-3)
+    assert late_interaction.NEAR < late_interaction.ASKED < 1.0
+
+
+@pytest.mark.parametrize(("text", "question"), [
+    ("Did you finish the pottery class?", True),
+    ("Wow! Is this your own painting? [shares a photo of a lake]", True),
+    ("[8 May, 2023] Caroline: Got any paintings to show?  ", True),
+    ("I asked whether it works? No, it did not.", False),
+    ("Yes! It was wonderful.", False),
+    ("", False),
+])
+def test_asks_is_a_text_that_ends_in_a_question(text: str, question: bool) -> None:
+    assert late_interaction.asks(text) is question
 
 
 @pytest.mark.integration
