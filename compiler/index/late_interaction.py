@@ -5,8 +5,8 @@ query takes its best cosine among the memory's word pieces, and the memory's mat
 mean (POWER) over the query's pieces. One sentence vector blurs a turn into its topic; token vectors keep
 "sunset" and "painted" apart, and they still match "kids" to "children" where keywords cannot.
 A memory's conversational neighbours lend their pieces at a discount (NEAR, FAR; ASKED for the
-question a turn answers): a turn that names its subject only in the turn before it still matches. Punctuation and stopwords are
-dropped on both sides: a stopword's vector carries its neighbours' meaning, which theirs carry
+question a turn answers): a turn that names its subject only in the turn before it still
+matches. Punctuation and stopwords are dropped on both sides: a stopword's vector carries its neighbours' meaning, which theirs carry
 better (LoCoMo dev Hit@5 80.7% keeping them, 82.0% without, 37% fewer vectors).
 
 The token vectors of every memory text are computed when the text is embedded and kept in the

@@ -230,12 +230,11 @@ class Relevance:
         combined = []
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
-            asked = self._live[i].follows
-            asked = asked if asked in near and asked in best and late_interaction.asks(texts[asked]) else ""
+            before = self._live[i].follows  # the question this turn answers, when it is one
+            asked = [before] if before in near and before in best and late_interaction.asks(texts[before]) else []
             own = late_interaction.with_gist(best[i], self._query, sentences.get(i))
-            combined.append(late_interaction.combine(own, [best[n] for n in near if n in best and n != asked],
-                                                     [best[n] for n in far if n in best],
-                                                     [best[asked]] if asked else []))
+            combined.append(late_interaction.combine(own, [best[n] for n in near if n in best and n not in asked],
+                                                     [best[n] for n in far if n in best], [best[n] for n in asked]))
         pooled = late_interaction.pool(np.stack(combined)) if combined else []
         for i, match in zip(ids, pooled):
             self.matches[i] = float(match)
