@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import shutil
 import statistics
 import subprocess
@@ -37,6 +36,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.mcp_stdio import Served, child_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "vault-example"
@@ -53,18 +55,6 @@ TEXTS = 500
 
 def log(message: str) -> None:
     print(f"[cold] {message}", file=sys.stderr, flush=True)
-
-
-def child_env(code: Path) -> dict[str, str]:
-    """The children's environment: `code` first on the path (they also run in it: `-m` puts the
-    working folder first)."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    env.pop("ENGRAM_VAULT", None)
-    # A user's engram runs from bytecode (pip compiles it at install, a checkout writes it on first
-    # import). With PYTHONDONTWRITEBYTECODE set (as in some shells here) every child compiled all
-    # its modules from source, each round: ~0.1-0.3 s more for the model commands, fewer for search.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
 
 
 def copy_example(target: Path) -> Path:
@@ -172,52 +162,13 @@ def onnx_vs_torch(code: Path, runs: int) -> dict[str, Any] | None:
             "ratio": onnx_rate / torch_rate, "min_cosine": min(cosines)}
 
 
-def _reader(stream: Any, lines: queue.Queue[bytes]) -> None:
-    for line in stream:
-        lines.put(line)
-
-
 def mcp_first_contact(code: Path, vault: Path) -> dict[str, float]:
     """Seconds from starting `engram serve` to its `initialize` answer and to a first recall result."""
-    start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "compiler", "serve", "--vault", str(vault)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               env=child_env(code), cwd=code)
-    lines: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
-
-    def send(message: dict[str, Any]) -> None:
-        assert process.stdin
-        process.stdin.write((json.dumps(message) + "\n").encode())
-        process.stdin.flush()
-
-    def answer(request_id: int) -> dict[str, Any]:
-        while True:
-            message = json.loads(lines.get(timeout=300))
-            if message.get("id") == request_id:
-                return message
-
-    try:
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                         "clientInfo": {"name": "cold-bench", "version": "1"}}})
-        answer(1)
-        initialized = time.perf_counter() - start
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-              "params": {"name": "recall_memory", "arguments": {"query": "how do we roll back a deploy?"}}})
-        result = answer(2)
-        recalled = time.perf_counter() - start
-        if "error" in result or result["result"].get("isError"):
-            raise RuntimeError(f"recall_memory failed: {result}")
-    finally:
-        if process.stdin:
-            process.stdin.close()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    return {"initialize_s": initialized, "first_recall_s": recalled}
+    with Served(code, vault) as server:
+        server.initialize()
+        initialized = time.perf_counter() - server.started
+        server.tool("recall_memory", {"query": "how do we roll back a deploy?"})
+        return {"initialize_s": initialized, "first_recall_s": time.perf_counter() - server.started}
 
 
 def run(code: Path, runs: int, workdir: Path) -> dict[str, Any]:

@@ -143,8 +143,8 @@ def rows(r: dict[str, Any]) -> list[Row]:
     out += [
         (f"memory import, first {1000} of {large}", get(ml, "import_first_chunk_per_second"), rate, "≥ 60/s"),
         (f"memory import, last {1000} of {large}", get(ml, "import_last_chunk_per_second"), rate, "≥ 60/s, flat"),
-        (f"one call at a time at {small} memories", get(ms_, "single_call_per_second"), rate, "≥ 30/s"),
-        (f"one call at a time at {large} memories", get(ml, "single_call_per_second"), rate, "≥ 30/s, flat"),
+        (f"store_memory through MCP at {small} memories", get(ms_, "single_call_per_second"), rate, "≥ 30/s"),
+        (f"store_memory through MCP at {large} memories", get(ml, "single_call_per_second"), rate, "≥ 30/s, flat"),
     ]
     first, last = get(ml, "import_first_chunk_per_second"), get(ml, "import_last_chunk_per_second")
     out.append(("  import rate last / first (the data's own mix of actions)", last / first if first and last else None,

@@ -141,7 +141,7 @@ class MemoryServer:
         interval = max(60.0, self.settings.maintenance_hours * 3600)
         while not self._stop.is_set():
             try:
-                done = self._worker.submit(self._run, lambda m: library().run_maintenance(m)).result()
+                done = self._worker.submit(self._run, _maintain).result()
                 log.info("maintenance: %s", " ".join(done.split()))
             except Exception as error:  # a failed maintenance never stops the server
                 log.warning("maintenance failed: %s", error)
@@ -152,6 +152,14 @@ class MemoryServer:
         if self._memory is not None:  # its SQLite handles belong to the worker thread
             self._worker.submit(self._memory.close)
         self._worker.shutdown(wait=True, cancel_futures=True)
+
+
+def _maintain(memory: VaultMemory) -> dict[str, Any]:
+    """Consolidates and prunes, then saves the fold checkpoint when due: a server's handle is never
+    closed while it runs, and the cold commands beside it start from that checkpoint."""
+    done = library().run_maintenance(memory)
+    memory.snapshots.save_if_due(memory.engram)
+    return done
 
 
 def _warm(memory: VaultMemory) -> None:

@@ -19,10 +19,12 @@ unpickled, so a vault copied, unzipped or synced from elsewhere with its cache i
 trusted; and a symlinked file is neither read nor written.
 
 When it is written: by every compile that folded an event past it (`Snapshots.save`: a compile
-at 50,000 memories costs far more than the save), and by any read that folded many events past
-it (`worth_saving`: at least MIN_NEW and 1/NEW_SHARE of all; every read from scratch, then). The
-save costs about a third of a fold from scratch, so a command pays it at most once in n/8 events
-folded, while each cold command folds at most that tail.
+at 50,000 memories costs far more than the save), and by any memory handle that closes having
+folded many events past it (`worth_saving`: at least MIN_NEW and 1/NEW_SHARE of all; every
+handle that read from scratch, then). Not by a read: a long-lived handle (the MCP server) would
+make one call in n/8 wait for a save that grows with the store. The save costs about a third of
+a fold from scratch, so a command pays it at most once in n/8 events folded, while each cold
+command folds at most that tail.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ class Checkpoint:
 
 
 def worth_saving(new: int, count: int) -> bool:
-    """True when a read that folded `new` events past the last checkpoint (of `count` events in
-    all) should write a new one."""
+    """True when a handle whose reads folded `new` events past the last checkpoint (of `count`
+    events in all) should write a new one."""
     return new >= MIN_NEW and new * NEW_SHARE >= count
 
 

@@ -83,7 +83,9 @@ class VaultMemory:
         self.close()
 
     def close(self) -> None:
-        """Closes the index (Chroma and SQLite handles); the next use reopens it."""
+        """Saves the fold checkpoint when it is due (`Snapshots.save_if_due`) and closes the index
+        (Chroma and SQLite handles); the next use reopens them."""
+        self.snapshots.save_if_due(self.engram)
         if self._index:
             self._index.close()
             self._index = None

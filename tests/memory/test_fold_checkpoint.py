@@ -29,6 +29,14 @@ def new_process() -> None:
     store._CACHE.clear()
 
 
+def one_command(engram: Path):
+    """What a command does: one handle reads the memories, then closes (saving the checkpoint when due)."""
+    snapshots = Snapshots()
+    memories = snapshots.read(engram, NOW)
+    snapshots.save_if_due(engram)
+    return memories
+
+
 def from_scratch(engram: Path) -> tuple[IncrementalFold, object]:
     new_process()
     events = read_events(engram)
@@ -125,7 +133,7 @@ def test_a_checkpointed_read_is_the_fold_of_every_event(tmp_path: Path, monkeypa
     for _ in range(30):
         done.append(step(engram, history, rng))
         new_process()
-        cold = Snapshots().read(engram, NOW)
+        cold = one_command(engram)
         fold, events = from_scratch(engram)
         assert repr(sorted(cold.state.items())) == repr(sorted(fold.state.items())), done
         assert dict(cold.lookups.holders) == fold.lookups.holders and dict(cold.lookups.followers) == fold.lookups.followers
@@ -143,7 +151,7 @@ def test_a_cold_read_parses_only_the_journal_after_the_checkpoint(tmp_path: Path
     cid = write_chunk(engram, encode_chunk([], [], [history.event().to_dict() for _ in range(5)]))
     append_entries(engram, [ManifestEntry(cid, "peer", "2026-11-30T00:00:00Z")])
     append_events(engram, [history.event() for _ in range(40)])
-    Snapshots().read(engram, NOW)  # folds all 45 and saves them
+    one_command(engram)  # folds all 45 and saves them
     assert load_checkpoint(engram) is not None
     append_events(engram, [history.event() for _ in range(3)])
     new_process()
@@ -151,7 +159,7 @@ def test_a_cold_read_parses_only_the_journal_after_the_checkpoint(tmp_path: Path
     real = MemoryEvent.from_dict
     monkeypatch.setattr(MemoryEvent, "from_dict", classmethod(lambda cls, raw: parsed.append(raw) or real(raw)))
     monkeypatch.setattr(store, "read_vault_chunks", lambda *a: pytest.fail("a chunk was read"))
-    memories = Snapshots().read(engram, NOW)
+    memories = one_command(engram)
     assert len(parsed) == 3 and isinstance(memories.events.events, Deferred)
     assert memories.events.key == (48, memories.events.events[47].id) and memories.events.chunks == 5
     assert event_mark(memories.events)["chunk_last"] and len(parsed) == 3  # the marks read no earlier event
@@ -162,14 +170,14 @@ def test_a_checkpoint_is_written_when_many_events_were_folded_past_it(tmp_path: 
     engram = tmp_path / ".engram"
     history = History(random.Random(2))
     append_events(engram, [history.event() for _ in range(10)])
-    Snapshots().read(engram, NOW)
+    one_command(engram)
     assert load_checkpoint(engram) is None  # 10 events: not worth a file
     append_events(engram, [history.event() for _ in range(15)])
-    Snapshots().read(engram, NOW)
+    one_command(engram)
     saved = load_checkpoint(engram)
     assert saved is not None and saved[0].count == 25
     append_events(engram, [history.event() for _ in range(5)])
-    Snapshots().read(engram, NOW)  # 5 past it: the old one stays
+    one_command(engram)  # 5 past it: the old one stays
     assert load_checkpoint(engram)[0].count == 25
 
 
@@ -177,7 +185,7 @@ def test_a_checkpoint_of_other_code_is_not_used(tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(checkpoint, "MIN_NEW", 1)
     engram = tmp_path / ".engram"
     append_events(engram, [History(random.Random(3)).event() for _ in range(5)])
-    Snapshots().read(engram, NOW)
+    one_command(engram)
     assert load_checkpoint(engram) is not None
     monkeypatch.setattr(checkpoint, "_CODE", ["another-fold"])
     assert load_checkpoint(engram) is None
@@ -189,12 +197,29 @@ def test_a_read_keeps_its_events_when_a_chunk_lands_before_they_are_asked_for(tm
     history = History(random.Random(4), ordered=True)
     write_chunk(engram, encode_chunk([], [], [history.event().to_dict() for _ in range(4)]))
     append_events(engram, [history.event() for _ in range(6)])
-    Snapshots().read(engram, NOW)
+    one_command(engram)
     new_process()
-    read = Snapshots().read(engram, NOW).events
+    read = one_command(engram).events
     before = [e.id for e in from_scratch(engram)[1].events]
     write_chunk(engram, encode_chunk([], [], [history.event().to_dict() for _ in range(3)]))  # a pull, meanwhile
     assert isinstance(read.events, Deferred) and [e.id for e in read] == before
+
+
+def test_a_long_lived_handle_saves_at_close_not_inside_a_read(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checkpoint, "MIN_NEW", 20)
+    engram = tmp_path / ".engram"
+    history = History(random.Random(7), ordered=True)
+    snapshots = Snapshots()  # the MCP server's: one for every call
+    for _ in range(3):
+        append_events(engram, [history.event() for _ in range(15)])
+        snapshots.read(engram, NOW)
+        assert load_checkpoint(engram) is None  # 45 folded, and no call waited for a save
+    snapshots.save_if_due(engram)
+    assert load_checkpoint(engram)[0].count == 45
+    append_events(engram, [history.event() for _ in range(5)])
+    snapshots.read(engram, NOW)
+    snapshots.save_if_due(engram)  # 5 past the one it saved: not worth another
+    assert load_checkpoint(engram)[0].count == 45
 
 
 def test_save_writes_what_the_last_read_folded_past_the_checkpoint(tmp_path: Path, monkeypatch) -> None:
@@ -217,7 +242,7 @@ def test_a_checkpoint_signed_by_someone_else_is_never_unpickled(tmp_path: Path, 
     monkeypatch.setattr(checkpoint, "MIN_NEW", 1)
     engram = tmp_path / ".engram"
     append_events(engram, [History(random.Random(6)).event() for _ in range(5)])
-    Snapshots().read(engram, NOW)
+    one_command(engram)
     assert load_checkpoint(engram) is not None
     monkeypatch.setattr(checkpoint, "_SECRET", [b"k" * 32])  # another user's, or another machine's
     monkeypatch.setattr(checkpoint.pickle, "loads", lambda *a: pytest.fail("unpickled"))
