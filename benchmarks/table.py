@@ -146,6 +146,12 @@ def rows(r: dict[str, Any]) -> list[Row]:
         (f"store_memory through MCP at {small} memories", get(ms_, "single_call_per_second"), rate, "≥ 30/s"),
         (f"store_memory through MCP at {large} memories", get(ml, "single_call_per_second"), rate, "≥ 30/s, flat"),
     ]
+    for size, m in ((small, ms_), (large, ml)):
+        out.append((f"  the first after the server's start, at {size}", get(m, "single_call_first_ms"),
+                    lambda v: f"{v:.0f} ms", ""))
+    first, last = get(ms_, "single_call_per_second"), get(ml, "single_call_per_second")
+    out.append((f"  store_memory rate at {large} / at {small} (flat = 1.00×)", last / first if first and last else None,
+                times, "1.00×"))
     first, last = get(ml, "import_first_chunk_per_second"), get(ml, "import_last_chunk_per_second")
     out.append(("  import rate last / first (the data's own mix of actions)", last / first if first and last else None,
                 times, ""))
