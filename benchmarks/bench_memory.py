@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from compiler.commands.compile import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
@@ -83,7 +84,6 @@ def unrelated_memories(count: int, seed: int = 13) -> list[MemoryInput]:
             for i in range(count)]
 
 
-ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 1000  # memories per timed import chunk: the first and the last show whether a write's cost grows
 SINGLE_CALLS = 100  # one-at-a-time stores at the end, through the MCP server (over stdio, as an agent stores)
 

@@ -37,10 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 from benchmarks.mcp_stdio import Served, child_env  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "vault-example"
 DERIVED = {".": ("_engram",), ".engram": ("cache", "journal.jsonl", "lock")}
 COMMANDS = {

@@ -2,12 +2,13 @@
 
 MaxSim (as in ColBERT) on the embedding model's contextual token vectors: each word piece of the
 query takes its best cosine among the memory's word pieces, and the memory's match is the power
-mean (POWER) over the query's pieces. One sentence vector blurs a turn into its topic; token vectors keep
-"sunset" and "painted" apart, and they still match "kids" to "children" where keywords cannot.
-A memory's conversational neighbours lend their pieces at a discount (NEAR, FAR; ASKED for the
-question a turn answers): a turn that names its subject only in the turn before it still
-matches. Punctuation and stopwords are dropped on both sides: a stopword's vector carries its neighbours' meaning, which theirs carry
-better (LoCoMo dev Hit@5 80.7% keeping them, 82.0% without, 37% fewer vectors).
+mean (POWER) over the query's pieces. One sentence vector blurs a turn into its topic; token
+vectors keep "sunset" and "painted" apart, and they still match "kids" to "children" where
+keywords cannot. A memory's conversational neighbours lend their pieces at a discount (NEAR,
+FAR; ASKED for the question a turn answers): a turn that names its subject only in the turn
+before it still matches. Punctuation and stopwords are dropped on both sides: a stopword's vector
+carries its neighbours' meaning, which theirs carry better (LoCoMo dev Hit@5 80.7% keeping them,
+82.0% without, 37% fewer vectors).
 
 The token vectors of every memory text are computed when the text is embedded and kept in the
 token-vector cache (compiler.index.token_cache) as int8 (x × 127: components of a unit vector lie in [−1, 1]; no ranking
