@@ -71,6 +71,12 @@ class Settings:
     associate_max: int = 5
     consolidate_min: float = 0.95  # maintenance folds clusters this close into their most important member
     maintenance_hours: float = 12.0
+    # The LLM-owned wiki (docs/wiki.md): immutable sources, the pages agents write, and what lint asks of them.
+    raw: str = "raw"  # where `engram ingest` keeps sources, byte for byte; no engram write path changes them
+    wiki: str = "wiki"  # the pages agents own: the only folder wiki writes may land in
+    wiki_cited_kinds: tuple[str, ...] = ("source", "concept", "entity", "decision", "synthesis")  # need `sources`
+    wiki_missing_min: int = 2  # a missing page is reported once this many wiki pages link to or mention it
+    max_source_bytes: int = 20_000_000  # a larger source is refused by `engram ingest`
     extra: dict[str, Any] = field(default_factory=dict)  # the [sync] table and sync_* keys (SYNC_KEYS), checked
 
     def index_fingerprint(self) -> str:
@@ -211,8 +217,8 @@ def _coerce(key: str, value: Any, default: Any, where: Any) -> Any:
             raise fail(f"`now` {error}") from None
         except ValueError:
             raise fail(f"`now` must look like 2026-11-30 12:00:00 (UTC), got {value!r}") from None
-    if key == "out" and not _is_safe_folder(value):
-        raise fail(f"`out` must be a plain folder inside the vault, got {value!r}")
+    if key in ("out", "raw", "wiki") and not _is_safe_folder(value):
+        raise fail(f"`{key}` must be a plain folder inside the vault, got {value!r}")
     return value
 
 

@@ -1,0 +1,90 @@
+"""A source's bytes → the Markdown an agent reads and search indexes: HTML through markdownify (and
+BeautifulSoup), PDF text through pypdf, both imported only when such a source arrives.
+
+Only the readable text survives: scripts, styles, frames and forms are dropped, and a link whose
+scheme is not http(s), mailto or a relative path (`javascript:`, `obsidian://`, `data:`) keeps its
+words and loses its target, so a clipped page cannot bring live content into the vault.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+from compiler.core.errors import InputError
+
+SAFE_LINK = re.compile(r"^(?:https?:|mailto:|#|/|\./|\.\./|[\w.-]+(?:/|$))", re.IGNORECASE)
+_DROPPED = ["script", "style", "iframe", "frame", "frameset", "noscript", "template", "object", "embed", "form",
+            "head", "svg", "canvas"]
+
+
+def media_of(name: str, data: bytes) -> str:
+    """Returns "markdown", "text", "html" or "pdf" from the name's suffix, else from the bytes;
+    raises InputError for anything else (a binary file)."""
+    lowered = name.lower()
+    for suffixes, media in (((".md", ".markdown", ".qmd"), "markdown"), ((".txt", ".text"), "text"),
+                            ((".html", ".htm", ".xhtml"), "html"), ((".pdf",), "pdf")):
+        if lowered.endswith(suffixes):
+            return media
+    if data.startswith(b"%PDF-"):
+        return "pdf"
+    head = data[:1024].lstrip().lower()
+    if b"\x00" in data[:8192]:
+        raise InputError(f"{name}: a binary file; engram ingests Markdown, text, HTML and PDF")
+    if head.startswith((b"<!doctype html", b"<html")):
+        return "html"
+    if name != "-" and "." in name.rsplit("/", 1)[-1]:
+        raise InputError(f"{name}: not a Markdown, text, HTML or PDF file (by its suffix)")
+    return "markdown"
+
+
+def decoded(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{name}: not UTF-8 text (byte {error.start}); save it as UTF-8 and ingest again") from None
+
+
+def html_to_markdown(name: str, data: bytes) -> tuple[str, str]:
+    """Returns (the page's <title>, its body as Markdown)."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    class _Converter(MarkdownConverter):  # a link keeps its words; an unsafe target is dropped
+        def convert_a(self, el: Any, text: str, *args: Any, **kwargs: Any) -> str:
+            return super().convert_a(el, text, *args, **kwargs) if SAFE_LINK.match(el.get("href") or "") else text
+
+        def convert_img(self, el: Any, text: str, *args: Any, **kwargs: Any) -> str:
+            return super().convert_img(el, text, *args, **kwargs) if SAFE_LINK.match(el.get("src") or "") else ""
+
+    soup = BeautifulSoup(data, "html.parser")
+    title = " ".join(soup.title.get_text().split()) if soup.title else ""
+    for element in soup(_DROPPED):
+        element.decompose()
+    text = _Converter(heading_style="ATX", bullets="-").convert_soup(soup)
+    return title, re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def pdf_to_markdown(name: str, data: bytes) -> tuple[str, str]:
+    """Returns (the PDF's title metadata, its text, a `## Page N` heading per page)."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        title = str((reader.metadata or {}).get("/Title") or "").strip()
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as error:
+        raise InputError(f"{name}: not a readable PDF ({error})") from None
+    if not any(p.strip() for p in pages):
+        raise InputError(f"{name}: the PDF has no text layer (a scan?); engram does not run OCR")
+    body = "\n\n".join(f"## Page {n}\n\n{text.strip()}" for n, text in enumerate(pages, 1) if text.strip())
+    return title, body + "\n"
+
+
+def markdown_title(text: str) -> str:
+    """Returns the first `# heading` of a Markdown text, or its frontmatter `title:`, or ""."""
+    found = re.search(r"^title:\s*[\"']?(.+?)[\"']?\s*$", text[:2000], re.MULTILINE) if text.startswith("---") else None
+    heading = re.search(r"^#\s+(.+?)\s*#*\s*$", text, re.MULTILINE)
+    return (found or heading).group(1).strip() if (found or heading) else ""
