@@ -45,6 +45,12 @@ def scan_vault(vault: Path, ignore: Sequence[str], previous: Mapping[str, FileSt
     return ScanResult(tuple(notes), tuple(attachments), edited_since(notes, previous), tuple(skipped))
 
 
+def vault_files(vault: Path, ignore: Sequence[str]) -> list[str]:
+    """Returns the vault-relative path of every file scan would read (notes and attachments), sorted,
+    without reading or hashing any: what link resolution needs to know exists (wiki lint)."""
+    return [path for path, _ in _walk(vault.resolve(), ignore)[0]]
+
+
 def edited_since(notes: Sequence[FileStamp], previous: Mapping[str, FileStamp]) -> tuple[str, ...]:
     """Returns the paths of `notes` that are new or whose bytes differ from `previous`, in order."""
     return tuple(s.path for s in notes if s.path not in previous or previous[s.path].sha256 != s.sha256)

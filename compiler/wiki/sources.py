@@ -23,7 +23,13 @@ from compiler.core.errors import InputError
 from compiler.core.files import atomic_write, contained
 from compiler.core.lock import writer_lock
 from compiler.wiki import history
-from compiler.wiki.convert import decoded, html_to_markdown, markdown_title, media_of, pdf_to_markdown
+from compiler.wiki.convert import (
+    decoded,
+    html_to_markdown,
+    markdown_title,
+    media_of,
+    pdf_to_markdown,
+)
 from compiler.wiki.layout import WikiLayout, slug
 
 SIDECAR = ".source.json"
