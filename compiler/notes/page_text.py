@@ -34,3 +34,15 @@ def join_page(front: dict[str, Any], body: str) -> str:
     (dates, numbers, `[[links]]`) are quoted by the dumper."""
     yaml_text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=10_000, default_flow_style=False)
     return f"---\n{yaml_text}---\n{body.rstrip()}\n" if body.strip() else f"---\n{yaml_text}---\n"
+
+
+def with_fields(text: str, fields: dict[str, Any]) -> str:
+    """Returns `text` with `fields` set in its frontmatter (added at the end when missing), the
+    other keys and the body as they were: how an undo stamps the revision it restores."""
+    yaml_text, body, _ = split_page(text)
+    try:
+        front = yaml.safe_load(yaml_text) if yaml_text else {}
+    except yaml.YAMLError:
+        front = {}
+    front = front if isinstance(front, dict) else {}
+    return join_page({**front, **fields}, body)
