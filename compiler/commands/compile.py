@@ -129,15 +129,24 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.memory.index import memory_text
     from compiler.notes.links import resolve_links
-    from compiler.render.notes import VaultView, render_changed_note_pages, template_environment
+    from compiler.render.notes import (
+        VaultView,
+        render_changed_note_pages,
+        template_environment,
+    )
+    from compiler.wiki.layout import WikiLayout
+    from compiler.wiki.lint import lint_wiki
+    from compiler.wiki.navigation import refresh_navigation
 
     model = choose_model(settings.model, embedder)
     previous, reason = previous_build(paths, model.identity, settings)
-    scan = _rescan(paths, settings, previous, scanned)
+    wiki = WikiLayout.of(paths.root, settings)
+    navigation, wiki_warnings = refresh_navigation(wiki)  # pages edited by hand: index.md and log.md follow
+    scan = _rescan(paths, settings, previous, None if navigation else scanned)
     with progress("parse", len(scan.edited)) as tick:
         parsed = parse_notes(paths.root, scan, previous, settings, tick)
     links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
-    found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings])
+    found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings, *wiki_warnings])
     _tell(warn, found)
     stale = sorted(parsed.notes) if reason else parsed.changed  # the notes whose vectors are read now
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
@@ -157,7 +166,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     token_file = compact_token_vectors(paths.embeddings, model, in_use)
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
-    view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects)
+    lint = lint_wiki(wiki, files=[*(s.path for s in scan.notes), *scan.attachments]) if wiki.wiki.is_dir() else None
+    view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects, lint)
     unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
     notes_pages = render_changed_note_pages(view, env, settings.out, unchanged)
     pages = {**notes_pages.pages, **memory.pages}

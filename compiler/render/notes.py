@@ -40,6 +40,7 @@ class VaultView:
     neighbours: Mapping[str, Sequence[tuple[str, float]]]
     warnings: Sequence[BuildWarning]
     projects: Sequence[tuple[str, str]] = ()  # memory projects: (name, page path inside the output folder)
+    lint: Mapping[str, Any] | None = None  # the wiki's lint (compiler.wiki.lint), when the vault has a wiki
 
 
 def template_environment(override_dir: Path | None, out: str = "_engram") -> jinja2.Environment:
@@ -239,7 +240,7 @@ def _health(view: VaultView, incoming: Mapping[str, list], outgoing: Mapping[str
     broken_rows = [(source, target, sorted(lines[(source, target)])) for source, target in by_note]
     return {"notes": view.notes, "broken": broken, "ambiguous": ambiguous, "orphans": orphans,
             "frontmatter": frontmatter, "other": other, "notes_wanted": notes_wanted, "files_wanted": files_wanted,
-            "outcomes": outcomes, "broken_rows": broken_rows}
+            "outcomes": outcomes, "broken_rows": broken_rows, "lint": view.lint}
 
 
 def missing_targets(broken: Sequence[ResolvedLink]) -> list[Missing]:

@@ -33,7 +33,7 @@ from compiler.notes.records import Note, ResolvedLink
 from compiler.notes.scan import vault_files
 from compiler.wiki.layout import WikiLayout
 from compiler.wiki.page_files import WikiPage, wiki_pages
-from compiler.wiki.sources import Source, broken_sidecars, read_sources
+from compiler.wiki.source_files import Source, broken_sidecars, read_sources
 
 KINDS = ("broken-link", "orphan", "contradiction", "stale", "missing-source", "uncited", "missing-page", "duplicate",
          "bad-sidecar")
@@ -62,11 +62,14 @@ class Finding:
         return f"{self.file}:{self.line}: {self.kind}: {self.message}"
 
 
-def lint_wiki(layout: WikiLayout, ignore: Sequence[str] = ()) -> dict[str, Any]:
-    """Returns {"findings": [...], "counts": {kind: n}, "pages", "sources"}: every finding, by file and line."""
+def lint_wiki(layout: WikiLayout, ignore: Sequence[str] = (), files: Sequence[str] | None = None) -> dict[str, Any]:
+    """Returns {"findings": [...], "counts": {kind: n}, "pages", "sources"}: every finding, by file and line.
+
+    `files` are the vault's files when the caller has walked it already (compile's scan); else
+    the vault is walked here, skipping `ignore` globs."""
     pages, sources = wiki_pages(layout), read_sources(layout)
     notes = [Note(path=p.path, sha256=p.sha256, title=p.title, links=p.links) for p in pages]
-    resolved, _ = resolve_links(notes, vault_files(layout.root, ignore))
+    resolved, _ = resolve_links(notes, vault_files(layout.root, ignore) if files is None else files)
     findings = [*_links(layout, pages, resolved), *_contradictions(pages, _related(pages, resolved)),
                 *_staleness(layout, pages, sources),
                 *_uncited(layout, pages), *_duplicates(pages),

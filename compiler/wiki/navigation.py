@@ -14,15 +14,15 @@ from collections.abc import Sequence
 
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write, is_generated
+from compiler.notes.markdown_rules import inert
 from compiler.wiki import history
 from compiler.wiki.layout import INDEX, LOG, WikiLayout
 from compiler.wiki.page_files import WikiPage, wiki_pages
-from compiler.wiki.sources import Source, read_sources
+from compiler.wiki.source_files import Source, read_sources
 
 HEADINGS = {"source": "Source summaries", "concept": "Concepts", "entity": "Entities", "decision": "Decisions",
             "synthesis": "Syntheses", "note": "Other pages"}
 _LINK_UNSAFE = re.compile(r"[\[\]|\n\r]+")
-_ACTIVE = re.compile(r"[<>`]|!\[|\{\{|<%")
 
 
 def refresh_navigation(layout: WikiLayout) -> tuple[list[str], list[BuildWarning]]:
@@ -34,7 +34,8 @@ def refresh_navigation(layout: WikiLayout) -> tuple[list[str], list[BuildWarning
     entries = history.read_history(layout.history, warnings)
     pages, sources = wiki_pages(layout), read_sources(layout)
     written = []
-    for name, text in ((INDEX, index_text(layout, pages, sources)), (LOG, log_text(entries))):
+    existing = {p.path for p in pages} | set(sources) | {s.file for s in sources.values()}
+    for name, text in ((INDEX, index_text(layout, pages, sources)), (LOG, log_text(entries, existing))):
         target = layout.wiki / name
         data = text.encode("utf-8")
         if target.exists() and target.read_bytes() == data:
@@ -72,14 +73,16 @@ def index_text(layout: WikiLayout, pages: Sequence[WikiPage], sources: dict[str,
     return "\n".join(lines).rstrip() + "\n"
 
 
-def log_text(entries: Sequence[history.Entry]) -> str:
-    """Returns log.md: one `## [YYYY-MM-DD] action | Title` entry per history record, oldest first."""
+def log_text(entries: Sequence[history.Entry], existing: set[str]) -> str:
+    """Returns log.md: one `## [YYYY-MM-DD] action | Title` entry per history record, oldest first.
+    A page or source still in the vault (`existing`) is linked; one moved or removed since is named."""
     lines = ["---", "generated_by: engram", "kind: wiki-log", f"entries: {len(entries)}", "---", "# Wiki log", "",
              "Append-only: one entry per ingest, page write and lint, oldest first (from .engram/wiki/history.jsonl). "
              "`grep '^## \\[' log.md | tail -5` shows the latest.", ""]
     for entry in entries:
         lines.append(f"## [{entry.at[:10]}] {entry.action} | {plain(entry.title or entry.path)}")
-        said = [link(entry.path, entry.path) if entry.action != "lint" else "", f"revision {entry.revision}"
+        named = link(entry.path, entry.path) if entry.path in existing else f"`{entry.path.replace('`', '')}`"
+        said = [named if entry.action != "lint" else "", f"revision {entry.revision}"
                 if entry.revision else "", f"by {plain(entry.writer)}" if entry.writer else "",
                 f"moved from `{plain(entry.moved_from)}`" if entry.moved_from else "", plain(entry.detail)]
         lines += [" · ".join(s for s in said if s), ""]
@@ -94,8 +97,6 @@ def link(path: str, text: str) -> str:
 
 
 def plain(text: str) -> str:
-    """Returns one line of `text` with nothing Obsidian would run or embed: tags, code, embeds, templates."""
-    one_line = " ".join(str(text).split())
-    return _ACTIVE.sub(lambda m: "\\" + m.group(0), one_line).replace("[[", "\\[\\[")
-
-
+    """Returns one line of `text` that Obsidian shows as that text: nothing in it links, embeds,
+    tags or runs (the generated note pages' own rule, compiler.notes.markdown_rules.inert)."""
+    return inert(text)

@@ -22,7 +22,7 @@ from compiler.wiki import history
 from compiler.wiki.layout import WikiLayout, check_kind
 from compiler.wiki.navigation import refresh_navigation
 from compiler.wiki.page_files import WikiPage, find_page, load_page, wiki_pages
-from compiler.wiki.sources import Source, read_sources
+from compiler.wiki.source_files import Source, read_sources
 
 MAX_PAGE_CHARS = 200_000
 _WIKILINK = re.compile(r"\[\[([^\[\]|#]+)")

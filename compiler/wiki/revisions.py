@@ -111,7 +111,8 @@ def _relink(layout: WikiLayout, old: Any, new_path: str, now: str, writer: str) 
         changed = pattern.sub(lambda m: m.group(1) + target, text)
         if changed == text:
             continue
-        data = with_fields(changed, {"updated": now, "revision": page.revision + 1}).encode("utf-8")
+        # `updated` stays: a link that follows a move is not a new look at the sources (lint's staleness)
+        data = with_fields(changed, {"revision": page.revision + 1}).encode("utf-8")
         atomic_write(layout.writable(page.path), data)
         done = load_page(layout, page.path, data)
         history.append(layout.history, history.Entry(at=now, action="edit", path=page.path, title=done.title,

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from compiler.core.clock import format_time
 from compiler.core.errors import InputError
 from compiler.core.files import atomic_write, contained
 from compiler.core.lock import writer_lock
@@ -31,29 +28,10 @@ from compiler.wiki.convert import (
     pdf_to_markdown,
 )
 from compiler.wiki.layout import WikiLayout, slug
+from compiler.wiki.navigation import refresh_navigation
+from compiler.wiki.source_files import SIDECAR, Source, read_sources
 
-SIDECAR = ".source.json"
 _SUFFIX = {"markdown": ".md", "text": ".md", "html": ".html", "pdf": ".pdf"}
-
-
-@dataclass(frozen=True)
-class Source:
-    """One source in raw/, as its sidecar describes it (or as found, for a file without one)."""
-
-    text: str  # vault-relative path of its Markdown: what pages cite
-    file: str  # the original bytes (== text for Markdown and text)
-    title: str
-    sha256: str  # of the original bytes, at ingest
-    bytes: int
-    media: str
-    ingested: str  # YYYY-MM-DD HH:MM:SS UTC
-    origin: str = ""  # a URL or the path it was ingested from
-    replaces: str = ""  # the `text` of the version this one replaces
-    writer: str = ""
-    sidecar: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def ingest_source(layout: WikiLayout, data: bytes, name: str, *, title: str = "", origin: str = "",
@@ -94,57 +72,8 @@ def ingest_source(layout: WikiLayout, data: bytes, name: str, *, title: str = ""
         history.append(layout.history, history.Entry(
             at=source.ingested, action="ingest", path=source.text, title=title, writer=writer, sha256=sha,
             detail=f"replaces [[{older.text}]]" if older else f"{media}, {len(data):,} bytes"))
+        refresh_navigation(layout)
     return {"source": source.to_dict(), "duplicate": False, "replaces": source.replaces}
-
-
-def read_sources(layout: WikiLayout) -> dict[str, Source]:
-    """Returns every source in raw/ by its `text` path: from the sidecars, then the Markdown files
-    without one (a person's clippings), described from the file itself."""
-    found: dict[str, Source] = {}
-    if not layout.raw.is_dir():
-        return found
-    for sidecar in sorted(layout.raw.rglob("*" + SIDECAR)):
-        try:
-            data = json.loads(sidecar.read_text(encoding="utf-8"))
-            source = Source(**{k: data[k] for k in Source.__dataclass_fields__ if k in data and k != "sidecar"})
-        except (ValueError, TypeError, KeyError, OSError):
-            continue  # lint reports it (`broken_sidecars`); a peer's bad file stops nothing
-        found[source.text] = source
-    described = {s.file for s in found.values()} | set(found)
-    for path in sorted(layout.raw.rglob("*.md")):
-        relative = layout.relative(path)
-        if relative in described or any(p.startswith(".") for p in path.relative_to(layout.root).parts):
-            continue
-        data = path.read_bytes()
-        mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
-        found[relative] = Source(text=relative, file=relative, title=markdown_title(data.decode("utf-8", "replace"))
-                                 or path.stem, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
-                                 media="markdown", ingested=format_time(mtime), sidecar=False)
-    return found
-
-
-def broken_sidecars(layout: WikiLayout) -> list[str]:
-    """Returns the vault-relative sidecars that cannot be read as one."""
-    bad = []
-    for sidecar in sorted(layout.raw.rglob("*" + SIDECAR)) if layout.raw.is_dir() else ():
-        try:
-            data = json.loads(sidecar.read_text(encoding="utf-8"))
-            Source(**{k: data[k] for k in Source.__dataclass_fields__ if k in data and k != "sidecar"})
-        except (ValueError, TypeError, KeyError, OSError):
-            bad.append(layout.relative(sidecar))
-    return bad
-
-
-def read_source(layout: WikiLayout, path: str, max_bytes: int) -> dict[str, Any]:
-    """Returns {"source", "content", "truncated"}: a source's record and its Markdown (by `text` or `file` path)."""
-    sources = read_sources(layout)
-    source = sources.get(path) or next((s for s in sources.values() if s.file == path), None)
-    if source is None:
-        raise InputError(f"no source {path!r} in {layout.raw_name}/ (list_pages shows the sources)")
-    target = contained(layout.root, layout.root / source.text)
-    data = target.read_bytes()
-    return {"source": source.to_dict(), "content": data[:max_bytes].decode("utf-8", "replace"),
-            "truncated": len(data) > max_bytes}
 
 
 def _readable(name: str, data: bytes, media: str) -> tuple[str, str]:
