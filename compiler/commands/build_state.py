@@ -15,12 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.commands.state_head import (
-    STATE_VERSION,
-    head_bytes,
-    head_path,
-    legacy_path,
-)
+from compiler.commands.state_head import STATE_VERSION, head_bytes, head_path, legacy_path
 from compiler.commands.state_store import PARTS, read_state, write_state
 from compiler.commands.vault_paths import STATE_FILE, VaultPaths
 from compiler.core.errors import BuildWarning
