@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from compiler.cli import dropin, memory, notes, one_shot, serve, sync
+from compiler.cli import dropin, memory, notes, one_shot, serve, sync, wiki
 from compiler.cli.common import EngramGroup
 from compiler.core.errors import UsageError
 
@@ -49,6 +49,6 @@ def main(ctx: click.Context) -> None:
         dropin.serve_without_arguments(ctx)
 
 
-for module in (notes, memory, serve, sync, dropin):
+for module in (notes, memory, wiki, serve, sync, dropin):
     for command in module.COMMANDS:
         main.add_command(command)

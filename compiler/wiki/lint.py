@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.clock import format_time
+from compiler.core.lock import writer_lock
 from compiler.memory.contradiction import check_contradiction, statements
 from compiler.notes.links import resolve_links
 from compiler.notes.records import Note, ResolvedLink
 from compiler.notes.scan import vault_files
+from compiler.wiki import history
 from compiler.wiki.layout import WikiLayout
+from compiler.wiki.navigation import refresh_navigation
 from compiler.wiki.page_files import WikiPage, wiki_pages
 from compiler.wiki.source_files import Source, broken_sidecars, read_sources
 
@@ -258,3 +261,13 @@ def _line_of(page: WikiPage, cited: str) -> int:
 
 def _short(sentence: str, limit: int = 90) -> str:
     return sentence if len(sentence) <= limit else sentence[:limit - 1].rstrip() + "…"
+
+
+def log_lint(layout: WikiLayout, result: dict[str, Any], writer: str = "") -> None:
+    """Appends this lint to the history (so to log.md): its counts, one line."""
+    counted = ", ".join(f"{n} {k}" for k, n in result["counts"].items() if n) or "no findings"
+    with writer_lock(layout.root / ".engram"):
+        history.append(layout.history, history.Entry(
+            at=layout.timestamp(), action="lint", path=layout.wiki_name, title=f"{len(result['findings'])} findings",
+            writer=writer, detail=f"{result['pages']} pages, {result['sources']} sources: {counted}"))
+        refresh_navigation(layout)
