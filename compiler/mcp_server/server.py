@@ -41,6 +41,7 @@ from compiler.commands.setup import MEMORY_RULES
 from compiler.core.errors import EXPECTED, InputError, describe
 from compiler.core.settings import Settings
 from compiler.mcp_server import contract
+from compiler.mcp_server.wiki_tools import register_wiki_tools
 from compiler.memory.input import MemoryInput
 from compiler.notes.access import MAX_PATH_CHARS
 
@@ -339,6 +340,7 @@ def build_server(memory: MemoryServer) -> FastMCP:
     async def mem_stats(project: Project = "") -> str:
         return await memory.call(lambda m: library().eng.memory_stats(m))
 
+    register_wiki_tools(server, memory)
     return server
 
 
