@@ -89,10 +89,9 @@ def register_wiki_tools(server: FastMCP, memory: MemoryServer) -> None:
     def layout() -> Any:
         return wiki().WikiLayout.of(memory.vault, memory.settings)
 
-    @tool(description="Copy a source (an article, paper, transcript: Markdown, text, HTML or PDF) into raw/ "
-                      "byte for byte. Pass the text as content (name says the format: page.html), a PDF as "
-                      "content_base64, or a vault path. The same bytes twice are one source; call it FIRST when "
-                      "you read something worth keeping, then write its summary page citing it.")
+    @tool(description="Copy a source (article, paper, transcript: Markdown, text, HTML, PDF) into raw/ byte for "
+
+                      "byte: as content, content_base64 or a vault path. Then write its summary page citing it.")
     async def ingest_source(ctx: Context, content: Annotated[str, Field(max_length=MAX_SOURCE_CHARS)] = "",
                             name: Annotated[str, Field(max_length=255)] = "",
                             content_base64: Annotated[str, Field(max_length=MAX_SOURCE_CHARS)] = "",
@@ -104,9 +103,9 @@ def register_wiki_tools(server: FastMCP, memory: MemoryServer) -> None:
         return await memory.call(lambda m: wiki().sources.ingest_source(
             layout(), data, name or found_name or "-", title=title, origin=origin or path, writer=who))
 
-    @tool(description="Create a wiki page (or replace one whole: pass expected_revision). kind: source (the "
-                      "summary of one raw source), concept, entity, decision, synthesis or note. Cite the raw "
-                      "sources it draws on and link related pages with [[Title]]; index.md and log.md follow.")
+    @tool(description="Create a wiki page (or replace it whole, given expected_revision). Cite its raw sources, "
+
+                      "link related pages with [[Title]]; index.md and log.md follow.")
     async def write_page(ctx: Context, title: Title, body: Body, kind: Kind = "note",
                          summary: Annotated[str, Field(max_length=500)] = "", sources: Refs | None = None,
                          links: Refs | None = None, expected_revision: Revision | None = None) -> str:
@@ -115,9 +114,9 @@ def register_wiki_tools(server: FastMCP, memory: MemoryServer) -> None:
             layout(), title, body, kind=kind, summary=summary, sources=sources or (), links=links or (), writer=who,
             expected_revision=expected_revision))
 
-    @tool(description="Revise a wiki page you read: the whole body, one section (section + section_body; a new "
-                      "one is appended) or one exact passage (find + replace). Refused if the page moved past "
-                      "expected_revision: read it again and reapply your change.")
+    @tool(description="Revise a page: its body, a section (section + section_body) or one exact passage (find + "
+
+                      "replace). Refused if it moved past expected_revision: read it again.")
     async def edit_page(ctx: Context, page: PageRef, expected_revision: Revision, body: Body | None = None,
                         section: Annotated[str, Field(max_length=200)] = "", section_body: Body | None = None,
                         find: Body = "", replace: Body | None = None,
@@ -127,12 +126,13 @@ def register_wiki_tools(server: FastMCP, memory: MemoryServer) -> None:
             layout(), page, expected_revision, body=body, section=section, section_body=section_body, find=find,
             replace=replace, summary=summary, sources=sources, writer=who))
 
-    @tool(description="Read a wiki page by title or path: its body, revision (edit_page needs it), sources, kind.")
+    @tool(description="Read a wiki page by title or path: body, revision (edit_page needs it), kind, sources.")
     async def read_page(page: PageRef) -> str:
         return await memory.call(lambda m: wiki().pages.read_page(layout(), page))
 
-    @tool(description="List the wiki's pages (title, kind, summary, revision, updated, sources) and its raw "
-                      "sources. Read it (or index.md) before writing, to update a page rather than duplicate it.")
+    @tool(description="List the wiki's pages (title, kind, summary, revision, updated) and raw sources. Read it "
+
+                      "before writing, to update a page rather than duplicate it.")
     async def list_pages(kind: Kind | Literal[""] = "") -> str:
         return await memory.call(lambda m: wiki().pages.list_pages(layout(), kind))
 
@@ -143,13 +143,13 @@ def register_wiki_tools(server: FastMCP, memory: MemoryServer) -> None:
         return await memory.call(lambda m: wiki().revisions.move_page(layout(), page, new_title, expected_revision,
                                                                       kind=kind, writer=who))
 
-    @tool(description="Read a raw source's Markdown (by its raw/ path, as list_pages shows).")
+    @tool(description="Read a raw source's Markdown by its raw/ path, as list_pages shows it.")
     async def read_source(path: Annotated[str, Field(min_length=1, max_length=1000)]) -> str:
         return await memory.call(lambda m: wiki().read_source(layout(), path, memory.settings.max_note_bytes))
 
-    @tool(description="Lint the wiki: broken links, orphan pages, contradictions between pages, stale pages "
-                      "(a cited source has a newer version), uncited pages, missing and duplicate pages, each "
-                      "with file and line. Call it after a batch of writes and fix what it finds.")
+    @tool(description="Lint the wiki: broken links, orphans, contradictions, stale pages, uncited, missing and "
+
+                      "duplicate pages, with file and line. Run it after a batch of writes.")
     async def lint_wiki(ctx: Context) -> str:
         who = writer_of(ctx)
 
@@ -160,8 +160,9 @@ def register_wiki_tools(server: FastMCP, memory: MemoryServer) -> None:
 
         return await memory.call(run)
 
-    @tool(description="Save a good answer as a synthesis page: it links the pages it drew on and cites their "
-                      "sources, and index.md lists it, so the next question starts from it.")
+    @tool(description="Save a good answer as a synthesis page linking the pages it drew on and citing their "
+
+                      "sources, so the next question starts from it.")
     async def file_answer(ctx: Context, question: Annotated[str, Field(min_length=1, max_length=2000)], answer: Body,
                           pages: Refs | None = None, sources: Refs | None = None,
                           title: Annotated[str, Field(max_length=200)] = "") -> str:
@@ -169,8 +170,9 @@ def register_wiki_tools(server: FastMCP, memory: MemoryServer) -> None:
         return await memory.call(lambda m: wiki().answers.file_answer(
             layout(), question, answer, pages=pages or (), sources=sources or (), title=title, writer=who))
 
-    @tool(description="Gather memories (ids from recall_memory) into one wiki page that quotes and cites each: "
-                      "what the agents learned becomes part of the knowledge base.")
+    @tool(description="Gather memories (ids from recall_memory) into one wiki page that quotes and cites each: what"
+
+                      " agents learned joins the knowledge base.")
     async def promote_memories(ctx: Context, memory_ids: Annotated[list[str], Field(min_length=1, max_length=100)],
                                title: Title, kind: Kind = "concept",
                                summary: Annotated[str, Field(max_length=500)] = "", intro: Body = "") -> str:

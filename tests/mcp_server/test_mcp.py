@@ -56,6 +56,17 @@ CONTRACT = {  # name → (parameters in order, required): agents' rules depend o
     "mem_delete": (["id", "hard_delete"], ["id"]),
     "mem_timeline": (["observation_id", "before", "after"], ["observation_id"]),
     "mem_stats": (["project"], []),
+    "ingest_source": (["content", "name", "content_base64", "path", "title", "origin"], []),
+    "write_page": (["title", "body", "kind", "summary", "sources", "links", "expected_revision"], ["title", "body"]),
+    "edit_page": (["page", "expected_revision", "body", "section", "section_body", "find", "replace", "summary",
+                   "sources"], ["page", "expected_revision"]),
+    "read_page": (["page"], ["page"]),
+    "list_pages": (["kind"], []),
+    "move_page": (["page", "new_title", "expected_revision", "kind"], ["page", "new_title", "expected_revision"]),
+    "read_source": (["path"], ["path"]),
+    "lint_wiki": ([], []),
+    "file_answer": (["question", "answer", "pages", "sources", "title"], ["question", "answer"]),
+    "promote_memories": (["memory_ids", "title", "kind", "summary", "intro"], ["memory_ids", "title"]),
 }
 
 
