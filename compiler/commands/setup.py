@@ -33,6 +33,8 @@ from compiler.core.local_state import gitignore_text
 from compiler.core.settings import load_settings
 from compiler.core.vault import find_vault
 from compiler.sync.git import git
+from compiler.wiki.layout import WikiLayout
+from compiler.wiki.schema import write_schema
 
 MEMORY_RULES = """\
 ## Memory (engram)
@@ -47,6 +49,8 @@ You have a persistent memory through the `engram` MCP server. Use it every sessi
    id (or `forget_memory`). Record failures with `track_failure` and feature status with `track_progress`.
 4. Before the session ends, call `session_handoff` with what was done, what is in progress,
    what is blocked and the next steps.
+5. The vault's wiki is yours to write: `wiki/AGENTS.md` holds its rules. Add sources with
+   `ingest_source`, write pages with `write_page` / `edit_page`, run `lint_wiki` after a batch.
 """
 
 HOOK_MARKER = "# installed by `engram install-hook`"
@@ -58,6 +62,8 @@ ENGRAM_TOML = """\
 # model = "multilingual-e5-small"      # Spanish or mixed notes: pip install 'engram-vault-compiler[multilingual]'
 # chroma_url = "http://team-host:8000/my-vault"   # a shared Chroma server instead of .engram/cache/chroma
 # maintenance_hours = 12.0             # how often `engram serve` consolidates and archives memories
+# raw = "raw"                          # the wiki's immutable sources (engram ingest)
+# wiki = "wiki"                        # the pages agents write (docs/wiki.md)
 """
 
 
@@ -81,6 +87,7 @@ def setup_vault(vault: str | None, *, project: str = "", check_model: bool = Tru
     root = setup_root(vault)
     created = create_vault_files(root)
     settings = load_settings(root)  # after engram.toml exists: a bad one the person wrote is a UsageError
+    created += write_schema(WikiLayout.of(root, settings))  # an existing raw/ + wiki/ is adopted as it is
     offered = _obsidian(root, settings.out, obsidian)
     model = model_check(settings.model) if check_model else {"skipped": True}
     return {"vault": str(root), "created": created, "model": model, "obsidian": offered, **agent_configs(root, project)}

@@ -54,6 +54,7 @@ from compiler.sync.monitor import log, monitored, record_failure, summary
 
 DRIVER = MANIFEST_DRIVER
 ATTRIBUTES_LINE = f".engram/{MANIFEST} merge={DRIVER}"
+HISTORY_ATTRIBUTES_LINE = ".engram/wiki/history.jsonl merge=union"  # one JSON record a line: a union is valid
 
 
 def run_sync(vault: Path, settings: Settings, *, embedder: Embedder | None = None, created_by: str = "",
@@ -190,7 +191,7 @@ def install_sync(vault: Path, settings: Settings) -> dict[str, Any]:
     """
     root = vault.resolve()
     repo = open_repo(root)
-    changed = [name for name, lines in ((".gitattributes", [ATTRIBUTES_LINE]),
+    changed = [name for name, lines in ((".gitattributes", [ATTRIBUTES_LINE, HISTORY_ATTRIBUTES_LINE]),
                                         (".gitignore", [*LOCAL_STATE, f"/{settings.out}/"]))
                if _ensure_lines(root / name, lines)]
     driver = f"{_engram_command()} merge-manifest %O %A %B"
