@@ -117,6 +117,8 @@ def _search_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--min-score", default=0.0, type=click.FloatRange(0, 1), help="Drop hits scoring below this (0..1)."),
         click.option("--path", "path_filter", default="", help="Only notes under this folder or matching this glob."),
         click.option("--tag", default="", help="Only notes with this tag (nested tags included)."),
+        click.option("--layer", type=click.Choice(["notes", "wiki", "raw"]), default=None,
+                     help="Only hits from the person's notes, the wiki's pages or its raw sources."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -158,8 +160,8 @@ def search_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> N
     from compiler.notes.search import keyword_search
 
     text = _query_text(query, shown)
-    root, _ = vault_and_settings(vault)
-    _show(keyword_search(root, text, _limit(shown), _filters(shown)), shown)
+    root, settings = vault_and_settings(vault)
+    _show(keyword_search(root, text, _limit(shown), _filters(shown, settings)), shown)
 
 
 @click.command("vsearch")
@@ -174,7 +176,7 @@ def vsearch_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> 
 
     text = _query_text(query, shown)
     root, settings = vault_and_settings(vault)
-    _show(vector_search(root, text, _limit(shown), _filters(shown),
+    _show(vector_search(root, text, _limit(shown), _filters(shown, settings),
                                      embedder=load_embedder(settings.model), chroma_url=settings.chroma_url), shown)
 
 
@@ -190,15 +192,16 @@ def query_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> No
 
     text = _query_text(query, shown)
     root, settings = vault_and_settings(vault)
-    _show(hybrid_search(root, text, _limit(shown), _filters(shown),
+    _show(hybrid_search(root, text, _limit(shown), _filters(shown, settings),
                                      embedder=load_embedder(settings.model), chroma_url=settings.chroma_url,
                                      graph_bonus=settings.graph_bonus), shown)
 
 
-def _filters(shown: dict[str, Any]) -> Any:
+def _filters(shown: dict[str, Any], settings: Any) -> Any:
     from compiler.notes.search import Filters
 
-    return Filters(path=shown["path_filter"], tag=shown["tag"], min_score=shown["min_score"])
+    return Filters(path=shown["path_filter"], tag=shown["tag"], min_score=shown["min_score"],
+                   layers=((settings.raw, "raw"), (settings.wiki, "wiki")), layer=shown["layer"] or "")
 
 
 def _show(hits: list[dict[str, Any]], shown: dict[str, Any]) -> None:

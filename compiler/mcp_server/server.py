@@ -277,12 +277,13 @@ def build_server(memory: MemoryServer) -> FastMCP:
     async def load_handoff(project: Project = "") -> str:
         return await memory.call(lambda m: library().eng.load_handoff(m, project or default))
 
-    @tool(description="Search the user's notes in the vault (keywords and meaning). Call it when their notes "
-                      "may hold the answer; read a hit with get_note.")
+    @tool(description="Search the vault: the user's notes, the wiki's pages and raw sources (each hit's layer says "
+                      "which), by keywords and meaning. Read a hit with get_note.")
     async def search_notes(query: Query, n: Annotated[int, Field(ge=1, le=50)] = 5) -> str:
+        layers = ((memory.settings.raw, "raw"), (memory.settings.wiki, "wiki"))
         return await memory.call(lambda m: library().hybrid_search(
-            memory.vault, query, n, library().Filters(), embedder=m.embedder(), chroma_url=memory.settings.chroma_url,
-            graph_bonus=memory.settings.graph_bonus))
+            memory.vault, query, n, library().Filters(layers=layers), embedder=m.embedder(),
+            chroma_url=memory.settings.chroma_url, graph_bonus=memory.settings.graph_bonus))
 
     @tool(description="Read one note (.md or .qmd) by its vault-relative path or its docid (#3f9a1c), "
                       "as search_notes returns them.")

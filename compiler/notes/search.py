@@ -29,12 +29,22 @@ class Filters:
     path: str = ""  # glob or folder prefix, vault-relative
     tag: str = ""  # a tag; also matches nested tags below it
     min_score: float = 0.0
+    # The wiki's layers by folder (("raw", "raw"), ("wiki", "wiki")): a hit says which it is from,
+    # "notes" for the person's own; `layer` keeps only hits from one.
+    layers: tuple[tuple[str, str], ...] = ()
+    layer: str = ""
 
     def accepts(self, note: NoteRow) -> bool:
         if self.path and not _path_matches(note.path, self.path):
             return False
+        if self.layer and self.layer_of(note.path) != self.layer:
+            return False
         wanted = self.tag.lower().lstrip("#")
         return not wanted or any(t == wanted or t.startswith(wanted + "/") for t in note.tags.split())
+
+
+    def layer_of(self, path: str) -> str:
+        return next((name for folder, name in self.layers if path.startswith(folder + "/")), "notes")
 
 
 def _path_matches(path: str, pattern: str) -> bool:
@@ -240,6 +250,7 @@ def unmark_links(snippet: str) -> str:
 def _finish(hits: list[dict[str, Any]], n: int, filters: Filters) -> list[dict[str, Any]]:
     for hit in hits:
         hit["score"] = round(hit["score"], 4)
+        hit["layer"] = filters.layer_of(hit["file"])
     hits = [h for h in hits if h["score"] >= filters.min_score]
     return sorted(hits, key=lambda h: (-h["score"], h["file"]))[:n]
 

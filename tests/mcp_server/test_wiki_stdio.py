@@ -112,6 +112,11 @@ def test_an_agent_builds_and_lints_a_wiki_over_stdio(make_vault, tmp_path):
     health = (vault / "_engram/health.md").read_text()
     assert "## Wiki lint" in health and "contradiction" in health
 
+    hits = json.loads(run("search", "--vault", str(vault), "feature flags production", "--json", "-n", "10").stdout)
+    assert {"wiki", "raw"} <= {h["layer"] for h in hits}
+    only_wiki = json.loads(run("query", "--vault", str(vault), "feature flags", "--layer", "wiki", "--json").stdout)
+    assert only_wiki and {h["layer"] for h in only_wiki} == {"wiki"}
+
     second = run("compile", str(vault), "--json")
     assert second.returncode == 0 and json.loads(second.stdout)["written"] == [], second.stderr
     assert run("check", str(vault)).returncode == 0
