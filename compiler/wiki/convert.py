@@ -14,6 +14,9 @@ from typing import Any
 
 from compiler.core.errors import InputError
 
+# Characters that would turn text into markup: HTML tags (a page *showing* `&lt;script&gt;` has
+# `<script>` in its text) and the brackets of [[links]] and ![[embeds]]. Escaped, they stay words.
+_LIVE_TEXT = re.compile(r"[<>\[\]]")
 SAFE_LINK = re.compile(r"^(?:https?:|mailto:|#|/|\./|\.\./|[\w.-]+(?:/|$))", re.IGNORECASE)
 _DROPPED = ["script", "style", "iframe", "frame", "frameset", "noscript", "template", "object", "embed", "form",
             "head", "svg", "canvas"]
@@ -23,15 +26,16 @@ def media_of(name: str, data: bytes) -> str:
     """Returns "markdown", "text", "html" or "pdf" from the name's suffix, else from the bytes;
     raises InputError for anything else (a binary file)."""
     lowered = name.lower()
-    for suffixes, media in (((".md", ".markdown", ".qmd"), "markdown"), ((".txt", ".text"), "text"),
-                            ((".html", ".htm", ".xhtml"), "html"), ((".pdf",), "pdf")):
-        if lowered.endswith(suffixes):
-            return media
-    if data.startswith(b"%PDF-"):
+    if lowered.endswith(".pdf") or data.startswith(b"%PDF-"):
         return "pdf"
-    head = data[:1024].lstrip().lower()
+    # Before the suffix: a zip renamed .md or UTF-16 saved as .txt decodes as "UTF-8" full of NULs.
     if b"\x00" in data[:8192]:
         raise InputError(f"{name}: a binary file; engram ingests Markdown, text, HTML and PDF")
+    for suffixes, media in (((".md", ".markdown", ".qmd"), "markdown"), ((".txt", ".text"), "text"),
+                            ((".html", ".htm", ".xhtml"), "html")):
+        if lowered.endswith(suffixes):
+            return media
+    head = data[:1024].lstrip().lower()
     if head.startswith((b"<!doctype html", b"<html")):
         return "html"
     if name != "-" and "." in name.rsplit("/", 1)[-1]:
@@ -58,6 +62,9 @@ def html_to_markdown(name: str, data: bytes) -> tuple[str, str]:
         def convert_img(self, el: Any, text: str, *args: Any, **kwargs: Any) -> str:
             return super().convert_img(el, text, *args, **kwargs) if SAFE_LINK.match(el.get("src") or "") else ""
 
+        def escape(self, text: str, parent_tags: Any) -> str:  # text nodes only: code is left as it is
+            return inert_text(super().escape(text, parent_tags))
+
     soup = BeautifulSoup(data, "html.parser")
     title = " ".join(soup.title.get_text().split()) if soup.title else ""
     for element in soup(_DROPPED):
@@ -79,8 +86,13 @@ def pdf_to_markdown(name: str, data: bytes) -> tuple[str, str]:
         raise InputError(f"{name}: not a readable PDF ({error})") from None
     if not any(p.strip() for p in pages):
         raise InputError(f"{name}: the PDF has no text layer (a scan?); engram does not run OCR")
-    body = "\n\n".join(f"## Page {n}\n\n{text.strip()}" for n, text in enumerate(pages, 1) if text.strip())
+    body = "\n\n".join(f"## Page {n}\n\n{inert_text(text.strip())}" for n, text in enumerate(pages, 1) if text.strip())
     return title, body + "\n"
+
+
+def inert_text(text: str) -> str:
+    """Returns `text` with each tag or link bracket backslash-escaped: Obsidian shows it, runs nothing."""
+    return _LIVE_TEXT.sub(lambda m: "\\" + m.group(0), text)
 
 
 def markdown_title(text: str) -> str:

@@ -11,6 +11,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from compiler.core.clock import format_time
@@ -50,8 +51,7 @@ def read_sources(layout: WikiLayout) -> dict[str, Source]:
         return found
     for sidecar in sorted(layout.raw.rglob("*" + SIDECAR)):
         try:
-            data = json.loads(sidecar.read_text(encoding="utf-8"))
-            source = Source(**{k: data[k] for k in Source.__dataclass_fields__ if k in data and k != "sidecar"})
+            source = _sidecar_source(layout, sidecar)
         except (ValueError, TypeError, KeyError, OSError):
             continue  # lint reports it (`broken_sidecars`); a peer's bad file stops nothing
         found[source.text] = source
@@ -73,11 +73,30 @@ def broken_sidecars(layout: WikiLayout) -> list[str]:
     bad = []
     for sidecar in sorted(layout.raw.rglob("*" + SIDECAR)) if layout.raw.is_dir() else ():
         try:
-            data = json.loads(sidecar.read_text(encoding="utf-8"))
-            Source(**{k: data[k] for k in Source.__dataclass_fields__ if k in data and k != "sidecar"})
+            _sidecar_source(layout, sidecar)
         except (ValueError, TypeError, KeyError, OSError):
             bad.append(layout.relative(sidecar))
     return bad
+
+
+def _sidecar_source(layout: WikiLayout, sidecar: Path) -> Source:
+    """Returns the source a sidecar describes; raises ValueError or TypeError for anything else,
+    paths outside raw/ included (read_source would otherwise read `.engram/` or a person's note)."""
+    data = json.loads(sidecar.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise TypeError("a sidecar is a JSON object")
+    source = Source(**{k: data[k] for k in Source.__dataclass_fields__ if k in data and k != "sidecar"})
+    # A peer's sidecar is git-tracked input: a number where a path or date belongs would break
+    # index.md and lint far from here, so the types are checked where it is read.
+    for name in Source.__dataclass_fields__:
+        value, wanted = getattr(source, name), bool if name == "sidecar" else int if name == "bytes" else str
+        if type(value) is not wanted:  # type(), not isinstance: True is an int to isinstance
+            raise TypeError(f"{name} is not {wanted.__name__}")
+    for path in (source.text, source.file):
+        inside = path.removeprefix(layout.raw_name + "/")
+        if inside == path or any(p in ("", "..") or p.startswith(".") for p in inside.split("/")):
+            raise ValueError(f"{path}: not a path inside {layout.raw_name}/")
+    return source
 
 
 def read_source(layout: WikiLayout, path: str, max_bytes: int) -> dict[str, Any]:
