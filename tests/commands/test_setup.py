@@ -24,7 +24,7 @@ needs_git = pytest.mark.skipif(not shutil.which("git"), reason="git is not insta
 def test_setup_returns_what_it_created_and_the_agent_configs(tmp_path):
     result = setup_vault(str(tmp_path), project="web", check_model=False)
     assert result["vault"] == str(tmp_path.resolve()) and result["model"] == {"skipped": True}
-    assert result["created"] == [".engram/", ".engram/.gitignore", "engram.toml"]
+    assert result["created"] == [".engram/", ".engram/.gitignore", "engram.toml", "raw/", "wiki/", "wiki/AGENTS.md"]
     assert result["cursor"] == result["claude_desktop"] and result["rules"] == MEMORY_RULES
     assert setup_vault(str(tmp_path), check_model=False)["created"] == []  # idempotent
 
@@ -68,3 +68,25 @@ def test_install_hook_refuses_a_foreign_hook_with_exit_1(tmp_path):
                       "replaced": str(hook.resolve().with_name("pre-commit.engram-backup"))}
     assert Path(result["replaced"]).read_text() == "#!/bin/sh\nmake lint\n"
     assert install_hook(tmp_path)["replaced"] == ""  # our own hook is replaced without force
+
+
+def test_setup_adopts_an_existing_wiki_and_keeps_an_edited_schema(tmp_path):
+    """A vault with its own raw/ and wiki/ keeps every file; a person's AGENTS.md is theirs."""
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "paper.md").write_text("# Paper\n")
+    (tmp_path / "wiki" / "concepts").mkdir(parents=True)
+    (tmp_path / "wiki" / "concepts" / "Idea.md").write_text("An idea.\n")
+    (tmp_path / "wiki" / "AGENTS.md").write_text("My own rules.\n")
+    result = setup_vault(str(tmp_path), check_model=False)
+    assert "wiki/AGENTS.md" not in result["created"] and "raw/" not in result["created"]
+    assert (tmp_path / "wiki" / "AGENTS.md").read_text() == "My own rules.\n"
+    assert (tmp_path / "raw" / "paper.md").read_text() == "# Paper\n"
+    assert (tmp_path / "wiki" / "concepts" / "Idea.md").read_text() == "An idea.\n"
+
+
+def test_setup_refreshes_the_schema_it_wrote_but_not_one_a_person_edited(tmp_path):
+    setup_vault(str(tmp_path), check_model=False)
+    schema = tmp_path / "wiki" / "AGENTS.md"
+    schema.write_text(schema.read_text() + "\nAlso: cite page numbers.\n")
+    assert setup_vault(str(tmp_path), check_model=False)["created"] == []
+    assert schema.read_text().endswith("Also: cite page numbers.\n")

@@ -341,7 +341,7 @@ def test_setup_creates_files_once_and_prints_the_config(make_vault):
     result = CliRunner().invoke(main, catch_exceptions=False, args=["setup", str(vault), "--skip-model-check", "--project", "web", "--json"])
     assert result.exit_code == 0, result.stderr
     shown = json.loads(result.stdout)
-    assert shown["created"] == [".engram/", ".engram/.gitignore", "engram.toml"]
+    assert shown["created"] == [".engram/", ".engram/.gitignore", "engram.toml", "raw/", "wiki/", "wiki/AGENTS.md"]
     assert load_settings(vault) == Settings()  # the engram.toml written is all comments: every default
     assert shown["claude_code"].startswith("claude mcp add engram -- ")
     assert shown["claude_code"].endswith(f"serve --vault {vault} --project web")
