@@ -6,7 +6,7 @@ ENGRAM := $(VENV)/bin/engram
 STAMP  := $(VENV)/.installed
 EXAMPLE_TMP := $(CURDIR)/.venv/example-chunk
 
-.PHONY: install demo compile example-chunk test bench bench-quick bench-recall bench-longmemeval clean
+.PHONY: install demo compile example-chunk example-wiki test bench bench-quick bench-recall bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -44,6 +44,12 @@ example-chunk: install
 	$(ENGRAM) sync export --vault $(EXAMPLE_TMP) --created-by vault-example
 	rm -rf vault-example/.engram/chunks vault-example/.engram/manifest.json
 	cp -r $(EXAMPLE_TMP)/.engram/chunks $(EXAMPLE_TMP)/.engram/manifest.json vault-example/.engram/
+	$(ENGRAM) compile vault-example
+
+# Rebuild the demo's wiki (raw/, wiki/ and its history) from examples/wiki-sources/ through the
+# same commands an agent's tools run, then compile: its pages are committed like the others.
+example-wiki: install
+	examples/build-example-wiki.sh $(ENGRAM) vault-example
 	$(ENGRAM) compile vault-example
 
 test: install

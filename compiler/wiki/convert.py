@@ -2,14 +2,17 @@
 BeautifulSoup), PDF text through pypdf, both imported only when such a source arrives.
 
 Only the readable text survives: scripts, styles, frames and forms are dropped, and a link whose
-scheme is not http(s), mailto or a relative path (`javascript:`, `obsidian://`, `data:`) keeps its
-words and loses its target, so a clipped page cannot bring live content into the vault.
+scheme is not http(s) or mailto (`javascript:`, `obsidian://`, `data:`) keeps its words and loses
+its target, so a clipped page cannot bring live content into the vault. A relative link points into
+the site it was clipped from, not into the vault: it is resolved against the origin when that is a
+web address, else it keeps only its words (in a vault, `[Blog](/blog)` is a broken link to a note).
 """
 
 from __future__ import annotations
 
 import io
 import re
+from urllib.parse import urljoin
 from typing import Any
 
 from compiler.core.errors import InputError
@@ -17,7 +20,8 @@ from compiler.core.errors import InputError
 # Characters that would turn text into markup: HTML tags (a page *showing* `&lt;script&gt;` has
 # `<script>` in its text) and the brackets of [[links]] and ![[embeds]]. Escaped, they stay words.
 _LIVE_TEXT = re.compile(r"[<>\[\]]")
-SAFE_LINK = re.compile(r"^(?:https?:|mailto:|#|/|\./|\.\./|[\w.-]+(?:/|$))", re.IGNORECASE)
+SAFE_LINK = re.compile(r"^(?:https?:|mailto:)", re.IGNORECASE)
+RELATIVE_LINK = re.compile(r"^(?![\w+.-]+:)[^\s]")  # no scheme: "/blog", "../a.png", "page.html#x"
 _DROPPED = ["script", "style", "iframe", "frame", "frameset", "noscript", "template", "object", "embed", "form",
             "head", "svg", "canvas"]
 
@@ -50,17 +54,24 @@ def decoded(name: str, data: bytes) -> str:
         raise InputError(f"{name}: not UTF-8 text (byte {error.start}); save it as UTF-8 and ingest again") from None
 
 
-def html_to_markdown(name: str, data: bytes) -> tuple[str, str]:
-    """Returns (the page's <title>, its body as Markdown)."""
+def html_to_markdown(name: str, data: bytes, origin: str = "") -> tuple[str, str]:
+    """Returns (the page's <title>, its body as Markdown); relative links resolve against `origin`."""
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
-    class _Converter(MarkdownConverter):  # a link keeps its words; an unsafe target is dropped
+    def target(el: Any, attribute: str) -> bool:
+        """Makes el[attribute] absolute where it can; True when the result is safe to keep."""
+        value = (el.get(attribute) or "").strip()
+        if RELATIVE_LINK.match(value) and SAFE_LINK.match(origin) and not value.startswith("#"):
+            el[attribute] = value = urljoin(origin, value)
+        return bool(SAFE_LINK.match(value))
+
+    class _Converter(MarkdownConverter):  # a link keeps its words; an unsafe or unreachable target is dropped
         def convert_a(self, el: Any, text: str, *args: Any, **kwargs: Any) -> str:
-            return super().convert_a(el, text, *args, **kwargs) if SAFE_LINK.match(el.get("href") or "") else text
+            return super().convert_a(el, text, *args, **kwargs) if target(el, "href") else text
 
         def convert_img(self, el: Any, text: str, *args: Any, **kwargs: Any) -> str:
-            return super().convert_img(el, text, *args, **kwargs) if SAFE_LINK.match(el.get("src") or "") else ""
+            return super().convert_img(el, text, *args, **kwargs) if target(el, "src") else ""
 
         def escape(self, text: str, parent_tags: Any) -> str:  # text nodes only: code is left as it is
             return inert_text(super().escape(text, parent_tags))

@@ -36,8 +36,8 @@ Obsidian. Engram (`engram serve`, MCP) keeps it linked, indexed and linted. Thre
 1. Ingest: `ingest_source`, read it (`read_source`), write its summary page (kind `source`, citing
    it), then update the 5-15 concept and entity pages it touches (`read_page`, then `edit_page` with
    the revision you read), linking each to the summary. `index.md` and `log.md` update themselves.
-2. Query: read `{wiki}/index.md` first, then the pages it points to (`read_page`), and
-   `search_notes` for the rest. A good answer worth keeping: `file_answer`, citing the pages used.
+2. Query: read the index first ([[{wiki}/index]], `{wiki}/index.md`), then the pages it points to
+   (`read_page`), and `search_notes` for the rest. A good answer worth keeping: `file_answer`, citing the pages used.
 3. Lint: `lint_wiki` after a batch of writes. Fix contradictions (or record both views with their
    sources), stale pages (a cited source has a newer version: re-read it), orphans (link them),
    missing pages (write them), uncited claims (cite or remove), duplicates (merge, then

@@ -47,7 +47,7 @@ def ingest_source(layout: WikiLayout, data: bytes, name: str, *, title: str = ""
         raise InputError(f"{name}: {len(data):,} bytes is over the {layout.max_source_bytes:,}-byte limit for one source "
                          "(`max_source_bytes` in engram.toml)")
     media = media_of(name, data)
-    found_title, text = _readable(name, data, media)
+    found_title, text = _readable(name, data, media, origin)
     fallback = "" if name == "-" else Path(name).stem
     title = " ".join((title or found_title or fallback).split())
     if not title:
@@ -76,10 +76,10 @@ def ingest_source(layout: WikiLayout, data: bytes, name: str, *, title: str = ""
     return {"source": source.to_dict(), "duplicate": False, "replaces": source.replaces}
 
 
-def _readable(name: str, data: bytes, media: str) -> tuple[str, str]:
+def _readable(name: str, data: bytes, media: str, origin: str) -> tuple[str, str]:
     """Returns (a title found in the source, its Markdown)."""
     if media == "html":
-        return html_to_markdown(name, data)
+        return html_to_markdown(name, data, origin)
     if media == "pdf":
         return pdf_to_markdown(name, data)
     text = decoded(name, data)

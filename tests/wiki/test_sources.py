@@ -195,3 +195,15 @@ def test_a_sidecar_pointing_out_of_raw_is_no_source(make_wiki, text):
     assert text not in read_sources(wiki)
     with pytest.raises(InputError, match="no source"):
         read_source(wiki, text, 1000)
+
+
+def test_relative_links_of_a_clipped_page_resolve_against_its_web_origin_or_lose_their_target(wiki):
+    page = (b"<html><title>Clip</title><body><p><a href='/blog'>Blog</a> <a href='#top'>Top</a> "
+            b"<img src='../fig.png' alt='fig'> <a href='https://a.example/x'>abs</a></p></body></html>")
+    web = ingest_source(wiki, page, "clip.html", origin="https://site.example/docs/page.html")["source"]
+    text = (wiki.root / web["text"]).read_text(encoding="utf-8")
+    assert "[Blog](https://site.example/blog)" in text and "![fig](https://site.example/fig.png)" in text
+    assert "[abs](https://a.example/x)" in text and "Top" in text and "#top" not in text
+    local = ingest_source(wiki, page.replace(b"Clip", b"Clip two"), "clip2.html", origin="~/Downloads/clip.html")["source"]
+    text = (wiki.root / local["text"]).read_text(encoding="utf-8")
+    assert "Blog" in text and "/blog" not in text and "fig.png" not in text  # nothing in the vault to point at
