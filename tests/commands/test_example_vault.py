@@ -26,6 +26,8 @@ from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import store_memory, write_memories
 from compiler.notes.search import Filters, hybrid_search, keyword_search
+from compiler.wiki.layout import WikiLayout
+from compiler.wiki.lint import lint_wiki
 from tests.conftest import EXAMPLE_VAULT
 
 pytestmark = pytest.mark.integration
@@ -47,13 +49,24 @@ def compiled(tmp_path_factory) -> tuple[Path, object]:
 
 def test_compile_reports_the_planted_problems(compiled):
     _, report = compiled
-    assert report.notes == 41  # Templates/ is ignored by the vault's engram.toml
+    # the person's 41 notes (Templates/ is ignored by the vault's engram.toml), the wiki's 12 files
+    # (9 pages, index.md, log.md, AGENTS.md) and its 3 sources' text forms in raw/
+    assert report.notes == 41 + 12 + 3
     broken = sorted((w.file, w.line) for w in report.warnings if w.kind == "broken-link")
     assert broken == [("Engineering/Incident Runbook.md", 10), ("Meetings/2026-10-21 Data Pipeline Planning.md", 12),
                       ("Notas/Objetivos del trimestre.md", 13), ("Projects/Payments/Payments Launch Checklist.md", 19)]
     frontmatter = [(w.file, w.line) for w in report.warnings if w.kind == "frontmatter"]
     assert frontmatter == [("Meetings/2026-10-09 Sprint 41 Retro.md", 3)]
     assert report.links["ambiguous"] == 0 and report.links["ok"] > 100
+
+
+def test_the_wiki_lint_finds_the_planted_contradiction_and_the_wiki_navigation_is_as_committed(compiled):
+    vault, _ = compiled
+    findings = lint_wiki(WikiLayout.of(vault, load_settings(vault)))["findings"]
+    planted = [f for f in findings if f["kind"] == "contradiction" and "wiki/entities/Amazon SQS.md" in f["related"]]
+    assert [f["file"] for f in planted] == ["wiki/sources/Visibility Timeouts in Message Queues.md"], findings
+    for name in ("index.md", "log.md"):  # compile regenerates them from the committed history: same bytes
+        assert (vault / "wiki" / name).read_bytes() == (EXAMPLE_VAULT / "wiki" / name).read_bytes()
 
 
 def test_pages_match_the_committed_golden_files(compiled):
