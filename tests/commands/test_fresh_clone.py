@@ -81,4 +81,9 @@ def test_pre_commit_runs_the_hook_on_a_fresh_clone(clone, tmp_path):
     published = sh(repo, PRE_COMMIT, "run", "--all-files", "-c", str(config), env=env)
     assert published.returncode == 0, published.stdout + published.stderr
     assert not list((Path(env["PRE_COMMIT_HOME"])).rglob("py_env-*"))  # no virtualenv, so no torch install
+    config.write_text(f"repos:\n  - repo: {repo}\n    rev: {rev}\n    hooks:\n"
+                      "      - id: engram-lint\n        args: [vault-example]\n")
+    linted = sh(repo, PRE_COMMIT, "run", "--all-files", "-c", str(config), env=env)
+    assert linted.returncode == 1, linted.stdout + linted.stderr  # the example's planted contradiction stops a commit
+    assert "wiki/entities/Amazon SQS.md" in linted.stdout and "Traceback" not in linted.stdout
     assert sh(repo, "git", "status", "--porcelain").stdout == ""
