@@ -7,7 +7,10 @@
   contradiction check (compiler.memory.contradiction), which favours precision.
 - stale: a source the page cites was replaced by a newer version, or its bytes changed, after the
   page's `updated`; missing-source: it cites a file raw/ does not hold.
-- uncited: a page whose kind needs sources (`wiki_cited_kinds`) cites none (and no memory).
+- uncited: a page whose kind needs sources (`wiki_cited_kinds`) cites none (and no memory); or,
+  claim by claim, a figure it states (a number: a port, a limit, a version, a price) is in none of
+  the sources it cites, in digits or in words. Figures are what a model misremembers most and what
+  can be checked without one; a claim in words alone is checked only for having a source.
 - missing-page: a page that does not exist is linked to, or named, by `wiki_missing_min` pages.
 - duplicate: two pages with the same title once case, punctuation and plurals are folded, or
   most of the same text.
@@ -75,7 +78,7 @@ def lint_wiki(layout: WikiLayout, ignore: Sequence[str] = (), files: Sequence[st
     resolved, _ = resolve_links(notes, vault_files(layout.root, ignore) if files is None else files)
     findings = [*_links(layout, pages, resolved), *_contradictions(pages, _related(pages, resolved)),
                 *_staleness(layout, pages, sources),
-                *_uncited(layout, pages), *_duplicates(pages),
+                *_uncited(layout, pages), *_unsourced_figures(layout, pages, sources), *_duplicates(pages),
                 *(Finding("bad-sidecar", p, 1, "not a source description engram can read: the source is "
                           "treated as a file found in raw/") for p in broken_sidecars(layout))]
     findings.sort(key=lambda f: (f.file, f.line, f.kind, f.message))
@@ -215,6 +218,49 @@ def _uncited(layout: WikiLayout, pages: Sequence[WikiPage]) -> Iterator[Finding]
             first = next(claims(page), (page.body_line, ""))
             yield Finding("uncited", page.path, first[0], f"a {page.kind} page with no sources: cite the raw "
                           "sources (or memories) its claims come from")
+
+
+def _unsourced_figures(layout: WikiLayout, pages: Sequence[WikiPage], sources: dict[str, Source]) -> Iterator[Finding]:
+    """Claims stating a figure that none of the page's cited sources holds (pages citing memories are
+    skipped: a memory is not read here)."""
+    by_file = {s.file: s for s in sources.values()}
+    figures_of: dict[str, set[str]] = {}
+    for page in pages:
+        cited = [sources.get(c) or by_file.get(c) for c in page.sources]
+        if page.kind not in layout.cited_kinds or page.memories or not cited or None in cited:
+            continue  # uncited or missing-source says it already
+        known: set[str] = set()
+        for source in cited:
+            if source.text not in figures_of:
+                path = layout.root / source.text
+                figures_of[source.text] = figures(path.read_text("utf-8", "replace")) if path.is_file() else set()
+            known |= figures_of[source.text]
+        for line, sentence in claims(page):
+            unsourced = sorted(figures(sentence) - known, key=float)
+            if unsourced:
+                yield Finding("uncited", page.path, line, f"“{_short(sentence)}”: {', '.join(unsourced)} is in none of "
+                              "the sources it cites: cite where it comes from, or correct it",
+                              tuple(s.text for s in cited))
+
+
+_FIGURE = re.compile(r"(?<![\w.,/:#-])\d+(?:[.,]\d+)*(?![\w/:-]|[.,]\d)")
+_UNITS = dict(zip("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                  "sixteen seventeen eighteen nineteen".split(), range(20)))
+_TENS = dict(zip("twenty thirty forty fifty sixty seventy eighty ninety".split(), range(20, 100, 10)))
+_NUMBER_WORDS = re.compile(r"\b(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS) + r"))?\b|\b(" + "|".join(_UNITS)
+                           + r"|hundred|thousand)\b", re.IGNORECASE)
+
+
+def figures(text: str) -> set[str]:
+    """Returns the numbers a text states, as digits without separators ("1,000" → "1000"; "twenty-four"
+    → "24"); parts of names, dates, versions with letters, paths and addresses are not figures."""
+    found = {m.group(0).replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+", m.group(0)) else m.group(0)
+             for m in _FIGURE.finditer(text)}
+    for match in _NUMBER_WORDS.finditer(text):
+        tens, unit, alone = (w.lower() if w else w for w in match.groups())
+        found.add(str(_TENS[tens] + (_UNITS[unit] if unit else 0)) if tens else
+                  {"hundred": "100", "thousand": "1000"}.get(alone) or str(_UNITS[alone]))
+    return found
 
 
 def _duplicates(pages: Sequence[WikiPage]) -> Iterator[Finding]:
