@@ -67,7 +67,7 @@ def _show(result: Any, as_json: bool, line: str) -> None:
 
 
 @click.command("ingest")
-@click.argument("source", metavar="PATH|-")
+@click.argument("source", metavar="PATH")
 @vault_option
 @json_option
 @click.option("--title", default="", help="The source's title (default: its first heading, <title> or file name).")
