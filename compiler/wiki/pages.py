@@ -51,7 +51,7 @@ def write_page(layout: WikiLayout, title: str, body: str, *, kind: str = "note",
     `sources` are raw/ paths (or the start of a source's sha256); `links` are page titles the
     page should link to (added under "Related" when the body does not link them already).
     """
-    check_kind(kind)
+    layout.page_path(title, kind)  # a hostile title or kind is refused before anything is touched
     _check_body(body)
     with writer_lock(layout.root / ".engram"):
         try:
