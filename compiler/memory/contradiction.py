@@ -114,7 +114,7 @@ class _Claim:
 class _Statement:
     claims: tuple[_Claim, ...]
     terms: tuple[_Tok, ...]
-    values: tuple[tuple[_Tok, str, int], ...]  # (anchor term, value, polarity)
+    values: tuple[tuple[_Tok, str, int, _Tok | None], ...]  # (anchor term, value, polarity, the anchor's modifier)
     ids: frozenset[str]  # values that name a thing ("bug 123"), not an attribute
 
 
@@ -151,7 +151,7 @@ def _analyse(text: str) -> _Statement:
     spanish = sum(w in _ES_MARK for w in words) > sum(w in _EN_MARK for w in words)
     clauses = _clauses([_classify(w, words[i - 1] if i else "", spanish) for i, w in enumerate(words)])
     claims: list[_Claim] = []
-    values: list[tuple[_Tok, str, int]] = []
+    values: list[tuple[_Tok, str, int, _Tok | None]] = []
     ids: set[str] = set()
     lend: tuple | None = None  # the stance an elliptic clause borrows ("likes Java, but not Go")
     for bound, body in clauses:
@@ -296,9 +296,11 @@ def _split_qual(toks: list[_Tok]) -> tuple[tuple[_Tok, ...], tuple[_Tok, ...]]:
 
 
 def _collect_values(
-    body: list[_Tok], claims: list[_Claim], values: list[tuple[_Tok, str, int]], ids: set[str]
+    body: list[_Tok], claims: list[_Claim], values: list[tuple[_Tok, str, int, _Tok | None]], ids: set[str]
 ) -> None:
-    """Appends (anchor, value, polarity) for each number or versioned name of a clause."""
+    """Appends (anchor, value, polarity, modifier) for each number or versioned name of a clause and
+    each term near it; the modifier is the term right before an anchor that precedes the value
+    ("read" in "read timeout is 30"): it tells one attribute from its namesakes."""
     for k, tok in enumerate(body):
         if tok.role != "term" or not tok.is_value:
             continue
@@ -306,8 +308,11 @@ def _collect_values(
             ids.add(tok.word.lstrip("#"))
             continue
         pol = next((c.pol for c in claims if tok in c.core or tok in c.qual), 1)
-        near = body[max(0, k - 3) : k][::-1] + body[k + 1 : k + 3]
-        values.extend((t, tok.word, pol) for t in near if t.role == "term" and not t.is_value)
+        for i in [*range(k - 1, max(0, k - 3) - 1, -1), *range(k + 1, min(len(body), k + 3))]:
+            anchor = body[i]
+            if anchor.role == "term" and not anchor.is_value:
+                before = body[i - 1] if 0 < i < k else None
+                values.append((anchor, tok.word, pol, before if before and before.role == "term" else None))
 
 
 @lru_cache(maxsize=65536)  # the same few stems meet again and again: a third of a check's time
@@ -374,9 +379,11 @@ def _value_change(a: _Statement, b: _Statement) -> str:
     quals_b = [t for c in b.claims for t in c.qual if not t.is_value]
     if not all(_in(t, b.terms) for t in quals_a) or not all(_in(t, a.terms) for t in quals_b):
         return ""  # "PostgreSQL 15 in staging" vs "PostgreSQL 16 in production"
-    for anchor, old, pol in a.values:
-        olds = {v for x, v, p in a.values if p == pol and _in(x, [anchor])}
-        news = {v for x, v, p in b.values if p == pol and _in(x, [anchor])}
+    for anchor, old, pol, modifier in a.values:
+        olds = {v for x, v, p, _ in a.values if p == pol and _in(x, [anchor])}
+        # "read timeout 30" and "write timeout 60" are two attributes, not one that changed
+        news = {v for x, v, p, m in b.values if p == pol and _in(x, [anchor])
+                and (modifier is None or m is None or _in(m, [modifier]))}
         # a longer version refines a shorter one ("3.12" and "3.12.1"): not a change
         refines = any(n.startswith(o + ".") or o.startswith(n + ".") for o in olds for n in news)
         if news and not olds & news and not refines:

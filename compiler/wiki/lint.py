@@ -46,6 +46,7 @@ KINDS = ("broken-link", "orphan", "contradiction", "stale", "missing-source", "u
 MIN_SHARED_WORDS = 2  # sentences paired for the contradiction check share at least this many uncommon words
 COMMON_SHARE = 0.02  # a word in more than this share of all sentences (and over 50 of them) pairs nothing
 DUPLICATE_TEXT = 0.6  # Jaccard of two pages' 5-word shingles from which they are duplicates
+MIN_DUPLICATE_WORDS = 20  # a shorter body is compared by title only: a sentence or two shares most of its runs by chance
 _WORD = re.compile(r"[^\W\d_][\w'-]{2,}")
 _STOP = set("""the and for with that this from into onto over under are was were been being have has had not
 but its their they them our your you his her she him who whom which what when where while then than also
@@ -176,10 +177,17 @@ def claims(page: WikiPage) -> Iterator[tuple[int, str]]:
         yield from _sentences(start, " ".join(paragraph))
 
 
+_LINK_TEXT = re.compile(r"\[\[([^\]|]*\|)?([^\]]*)\]\]")
+
+
 def _sentences(line: int, text: str) -> Iterator[tuple[int, str]]:
-    for sentence in statements(re.sub(r"\[\[([^\]|]*\|)?([^\]]*)\]\]", r"\2", text)):
-        if len(sentence.split()) >= 3:
-            yield line, sentence
+    """Yields the statements of a paragraph, its links read as their words; a sentence that is mostly
+    links ("Every page: [[A]], [[B]]…") is a list of pages, not a claim."""
+    for sentence in statements(text):
+        linked = sum(len(m.group(2).split()) for m in _LINK_TEXT.finditer(sentence))
+        words = _LINK_TEXT.sub(r"\2", sentence)
+        if len(words.split()) >= 3 and linked * 2 <= len(words.split()):
+            yield line, words
 
 
 def _staleness(layout: WikiLayout, pages: Sequence[WikiPage], sources: dict[str, Source]) -> Iterator[Finding]:
@@ -286,8 +294,12 @@ def _duplicates(pages: Sequence[WikiPage]) -> Iterator[Finding]:
 
 
 def _shingles(body: str) -> set[int]:
-    words = _WORD.findall(body.lower())
-    return {hash(" ".join(words[i:i + 5])) for i in range(max(0, len(words) - 4))}
+    """Returns the hashes of the body's 5-word runs (figures count: pages that differ only in their
+    numbers say different things); none for a body too short for overlap to mean anything."""
+    words = re.findall(r"\w[\w'.-]*\w|\w", _LINK_TEXT.sub(r"\2", body).lower())
+    if len(words) < MIN_DUPLICATE_WORDS:
+        return set()
+    return {hash(" ".join(words[i:i + 5])) for i in range(len(words) - 4)}
 
 
 def _words(sentence: str) -> frozenset[str]:
