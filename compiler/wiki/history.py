@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,25 +54,69 @@ def append(history: Path, entry: Entry) -> None:
 
 
 def read_history(history: Path, warnings: list[BuildWarning] | None = None) -> list[Entry]:
-    """Returns every entry in file order; a line that is not an entry is skipped (and warned of)."""
-    return list(_entries(history, [] if warnings is None else warnings))
+    """Returns every entry in file order; a line that is not an entry is skipped (and warned of).
 
-
-def _entries(history: Path, warnings: list[BuildWarning]) -> Iterator[Entry]:
+    The lines read before are kept (per file, while its inode is the same and the bytes up to where
+    the last read stopped still end the same way), so a long run of writes parses only what each
+    appended: the history holds every page's earlier texts, and each write regenerates log.md."""
+    if warnings is None:
+        warnings = []
     if not history.is_file():
-        return
-    shown = ".engram/wiki/history.jsonl"
+        return []
     with open(history, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            try:
-                data = json.loads(raw)
-                entry = Entry(**{k: v for k, v in data.items() if k in Entry.__dataclass_fields__})
-                if entry.action not in ACTIONS or not isinstance(entry.path, str):
-                    raise ValueError(entry.action)
-            except (ValueError, TypeError, UnicodeDecodeError):
-                warnings.append(BuildWarning(shown, number, "not a wiki history record: skipped", "wiki-history"))
-                continue
-            yield entry
+        stat = os.fstat(handle.fileno())
+        known = _READ.get(str(history))
+        if known is None or known.inode != (stat.st_dev, stat.st_ino) or stat.st_size < known.offset or \
+                not _same_tail(handle, known):
+            known = _Read((stat.st_dev, stat.st_ino))
+        handle.seek(known.offset)
+        tail = handle.read()
+    complete = tail[:tail.rfind(b"\n") + 1]  # a line still being written (or cut short) is read again next time
+    first = known.lines + 1
+    for number, raw in enumerate(complete.splitlines(keepends=True), first):
+        _parse_line(raw, number, known.entries, known.bad)
+    known.offset += len(complete)
+    known.lines += complete.count(b"\n")
+    known.tail = (known.tail + complete)[-64:]
+    _READ[str(history)] = known
+    entries, bad = list(known.entries), list(known.bad)
+    if len(complete) < len(tail):
+        _parse_line(tail[len(complete):], known.lines + 1, entries, bad)
+    warnings.extend(BuildWarning(".engram/wiki/history.jsonl", number, "not a wiki history record: skipped",
+                                 "wiki-history") for number in bad)
+    return entries
+
+
+@dataclass
+class _Read:
+    """How far one history file was read, and what it held up to there."""
+
+    inode: tuple[int, int]
+    offset: int = 0
+    lines: int = 0
+    tail: bytes = b""  # the last bytes read: a file rewritten in place ends otherwise
+    entries: list[Entry] = field(default_factory=list)
+    bad: list[int] = field(default_factory=list)  # line numbers that are not entries
+
+
+_READ: dict[str, _Read] = {}
+
+
+def _same_tail(handle: Any, known: _Read) -> bool:
+    handle.seek(known.offset - len(known.tail))
+    return handle.read(len(known.tail)) == known.tail
+
+
+def _parse_line(raw: bytes, number: int, entries: list[Entry], bad: list[int]) -> None:
+    try:
+        data = json.loads(raw)
+        entry = Entry(**{k: v for k, v in data.items() if k in Entry.__dataclass_fields__})
+        if entry.action not in ACTIONS or not isinstance(entry.path, str):
+            raise ValueError(entry.action)
+    except (ValueError, TypeError, UnicodeDecodeError, AttributeError):
+        bad.append(number)
+        return
+    entries.append(entry)
 
 
 def page_entries(entries: list[Entry], path: str) -> list[Entry]:

@@ -9,6 +9,7 @@ land outside the wiki folder: `..`, separators, control characters, a symlink on
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -80,7 +81,20 @@ class WikiLayout:
         return format_time(parse_time(self.now)) if self.now else format_time(utc_now())
 
     def relative(self, path: Path) -> str:
+        text, root = str(path), str(self.root)
+        if text.startswith(root + os.sep):  # string work: Path.relative_to is most of listing a big wiki
+            return text[len(root) + 1:].replace(os.sep, "/")
         return path.relative_to(self.root).as_posix()
+
+    def files_under(self, folder: Path, suffix: str) -> list[str]:
+        """Returns the vault-relative paths of the files under `folder` whose names end in `suffix`,
+        sorted; hidden files and folders, and folders that are symlinks, are left out. os.walk and
+        strings, not pathlib's rglob: listing a big wiki that way was most of a page write."""
+        found = []
+        for top, folders, names in os.walk(folder):
+            folders[:] = [f for f in folders if not f.startswith(".")]
+            found += [self.relative(Path(top, n)) for n in names if n.endswith(suffix) and not n.startswith(".")]
+        return sorted(found)
 
     def is_page(self, relative: str) -> bool:
         """True for a vault-relative .md path inside the wiki folder that is a page (not index/log/schema)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write, is_generated
@@ -80,13 +81,19 @@ def log_text(entries: Sequence[history.Entry], existing: set[str]) -> str:
              "Append-only: one entry per ingest, page write and lint, oldest first (from .engram/wiki/history.jsonl). "
              "`grep '^## \\[' log.md | tail -5` shows the latest.", ""]
     for entry in entries:
-        lines.append(f"## [{entry.at[:10]}] {entry.action} | {plain(entry.title or entry.path)}")
-        named = link(entry.path, entry.path) if entry.path in existing else f"`{entry.path.replace('`', '')}`"
-        said = [named if entry.action != "lint" else "", f"revision {entry.revision}"
-                if entry.revision else "", f"by {plain(entry.writer)}" if entry.writer else "",
-                f"moved from `{plain(entry.moved_from)}`" if entry.moved_from else "", plain(entry.detail)]
-        lines += [" · ".join(s for s in said if s), ""]
+        lines.append(_log_entry(entry.at[:10], entry.action, entry.title or entry.path, entry.path,
+                                entry.path in existing, entry.revision, entry.writer, entry.moved_from, entry.detail))
     return "\n".join(lines).rstrip() + "\n"
+
+
+@lru_cache(maxsize=100_000)  # every write regenerates the whole log: each entry is rendered once
+def _log_entry(day: str, action: str, title: str, path: str, linked: bool, revision: int, writer: str,
+               moved_from: str, detail: str) -> str:
+    named = link(path, path) if linked else f"`{path.replace('`', '')}`"
+    said = [named if action != "lint" else "", f"revision {revision}" if revision else "",
+            f"by {plain(writer)}" if writer else "", f"moved from `{plain(moved_from)}`" if moved_from else "",
+            plain(detail)]
+    return f"## [{day}] {action} | {plain(title)}\n{' · '.join(s for s in said if s)}\n"
 
 
 def link(path: str, text: str) -> str:

@@ -6,12 +6,14 @@ What every wiki module reads pages through; writing is compiler.wiki.pages.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compiler.core.errors import InputError, NotFoundError
+from compiler.core.file_memo import FileMemo
 from compiler.notes.page_text import split_page
 from compiler.notes.parse import parse_note
 from compiler.wiki.layout import KINDS, WikiLayout
@@ -45,9 +47,19 @@ class WikiPage:
                 "writer": self.writer, "body": self.body}
 
 
+_PAGES: FileMemo[WikiPage] = FileMemo()
+
+
 def load_page(layout: WikiLayout, relative: str, data: bytes | None = None) -> WikiPage:
-    """Returns the page at `relative` (its bytes read unless given); frontmatter it lacks is defaulted."""
-    raw = (layout.root / relative).read_bytes() if data is None else data
+    """Returns the page at `relative` (its bytes read unless given); frontmatter it lacks is defaulted.
+    A page read from disk is parsed once while it stays unchanged (a write's navigation reads them all)."""
+    if data is not None:
+        return _parsed(layout, relative, data)
+    return _PAGES.get(layout.root / relative, lambda raw: _parsed(layout, relative, raw),
+                      scope=f"{layout.root}|{layout.wiki_name}")
+
+
+def _parsed(layout: WikiLayout, relative: str, raw: bytes) -> WikiPage:
     note, _ = parse_note(relative, raw, max_bytes=max(len(raw), 1))
     if note is None:
         raise InputError(f"{relative}: a binary file, not a page")
@@ -71,13 +83,8 @@ def wiki_pages(layout: WikiLayout) -> list[WikiPage]:
 def page_paths(layout: WikiLayout) -> list[str]:
     if not layout.wiki.is_dir():
         return []
-    found = []
-    for path in layout.wiki.rglob("*.md"):
-        relative = layout.relative(path)
-        if layout.is_page(relative) and not path.is_symlink() and \
-                not any(p.startswith(".") for p in path.relative_to(layout.wiki).parts):
-            found.append(relative)
-    return sorted(found)
+    return [relative for relative in layout.files_under(layout.wiki, ".md")
+            if layout.is_page(relative) and not os.path.islink(layout.root / relative)]
 
 
 def find_page(layout: WikiLayout, ref: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from compiler.core.clock import format_time
 from compiler.core.errors import InputError
+from compiler.core.file_memo import FileMemo
 from compiler.core.files import contained
 from compiler.wiki.convert import markdown_title
 from compiler.wiki.layout import WikiLayout
@@ -49,40 +50,48 @@ def read_sources(layout: WikiLayout) -> dict[str, Source]:
     found: dict[str, Source] = {}
     if not layout.raw.is_dir():
         return found
-    for sidecar in sorted(layout.raw.rglob("*" + SIDECAR)):
+    for sidecar in (layout.root / p for p in layout.files_under(layout.raw, SIDECAR)):
         try:
-            source = _sidecar_source(layout, sidecar)
+            source = _SIDECARS.get(sidecar, lambda data: _sidecar_source(layout, data), scope=layout.raw_name)
         except (ValueError, TypeError, KeyError, OSError):
             continue  # lint reports it (`broken_sidecars`); a peer's bad file stops nothing
         found[source.text] = source
     described = {s.file for s in found.values()} | set(found)
-    for path in sorted(layout.raw.rglob("*.md")):
-        relative = layout.relative(path)
-        if relative in described or any(p.startswith(".") for p in path.relative_to(layout.root).parts):
+    for relative in layout.files_under(layout.raw, ".md"):
+        if relative in described:
             continue
-        data = path.read_bytes()
-        mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
-        found[relative] = Source(text=relative, file=relative, title=markdown_title(data.decode("utf-8", "replace"))
-                                 or path.stem, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
-                                 media="markdown", ingested=format_time(mtime), sidecar=False)
+        path = layout.root / relative
+        found[relative] = _CLIPPINGS.get(path, lambda data: _clipping(relative, data, path), scope=str(layout.root))
     return found
+
+
+def _clipping(relative: str, data: bytes, path: Path) -> Source:
+    """Describes a Markdown file in raw/ that has no sidecar (a person's clipping) from the file itself."""
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
+    return Source(text=relative, file=relative, title=markdown_title(data.decode("utf-8", "replace")) or path.stem,
+                  sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), media="markdown",
+                  ingested=format_time(mtime), sidecar=False)
 
 
 def broken_sidecars(layout: WikiLayout) -> list[str]:
     """Returns the vault-relative sidecars that cannot be read as one."""
     bad = []
-    for sidecar in sorted(layout.raw.rglob("*" + SIDECAR)) if layout.raw.is_dir() else ():
+    for sidecar in (layout.root / p for p in layout.files_under(layout.raw, SIDECAR)):
         try:
-            _sidecar_source(layout, sidecar)
+            _SIDECARS.get(sidecar, lambda data: _sidecar_source(layout, data), scope=layout.raw_name)
         except (ValueError, TypeError, KeyError, OSError):
             bad.append(layout.relative(sidecar))
     return bad
 
 
-def _sidecar_source(layout: WikiLayout, sidecar: Path) -> Source:
-    """Returns the source a sidecar describes; raises ValueError or TypeError for anything else,
+_SIDECARS: FileMemo[Source] = FileMemo()  # read once while unchanged: every wiki write lists the sources
+_CLIPPINGS: FileMemo[Source] = FileMemo()
+
+
+def _sidecar_source(layout: WikiLayout, raw: bytes) -> Source:
+    """Returns the source a sidecar's bytes describe; raises ValueError or TypeError for anything else,
     paths outside raw/ included (read_source would otherwise read `.engram/` or a person's note)."""
-    data = json.loads(sidecar.read_text(encoding="utf-8"))
+    data = json.loads(raw)
     if not isinstance(data, dict):
         raise TypeError("a sidecar is a JSON object")
     source = Source(**{k: data[k] for k in Source.__dataclass_fields__ if k in data and k != "sidecar"})
