@@ -2,8 +2,10 @@
 
 Runs the benchmarks as child processes, each printing one JSON object — bench.py (compile against
 pure embedding, the no-op at its size, cold search), noop.py (the no-op at 10,000 notes),
-bench_memory.py at two sizes (store rates, no-op, recall p50/p95, compile RSS) and cold.py when this
-checkout has it (cold commands against cold search, ONNX against torch, the MCP server's start) —
+bench_memory.py at two sizes (store rates, no-op, recall p50/p95, compile RSS), cold.py when this
+checkout has it (cold commands against cold search, ONNX against torch, the MCP server's start),
+bench_wiki.py (ingest, page writes and lint of a 1,000-page wiki) and lint_quality.py (lint's
+precision and recall on a labelled wiki) —
 then prints one table of figures, their targets and ratios, with the load average, and writes the
 same as JSON to benchmarks/results.json (`--out`). A figure whose benchmark is missing or failed
 reads "not measured". `--quick` runs small sizes (minutes, for development: the figures are not the
@@ -23,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-FULL = {"notes": 1000, "noop_notes": 10_000, "memories": (5_000, 50_000), "queries": 100, "cold_runs": 3}
-QUICK = {"notes": 150, "noop_notes": 1_000, "memories": (300, 1_000), "queries": 20, "cold_runs": 1}
+FULL = {"notes": 1000, "noop_notes": 10_000, "memories": (5_000, 50_000), "queries": 100, "cold_runs": 3,
+        "wiki_pages": 1000}
+QUICK = {"notes": 150, "noop_notes": 1_000, "memories": (300, 1_000), "queries": 20, "cold_runs": 1, "wiki_pages": 150}
 
 
 def child(script: str, *args: str) -> dict[str, Any] | None:
@@ -54,6 +57,8 @@ def benchmarks(sizes: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any] |
         "memory_small": lambda: child("bench_memory.py", "--memories", str(small), "--queries", str(sizes["queries"])),
         "memory_large": lambda: child("bench_memory.py", "--memories", str(large), "--queries", str(sizes["queries"])),
         "cold": lambda: child("cold.py", "--runs", str(sizes["cold_runs"])),
+        "wiki": lambda: child("bench_wiki.py", "--pages", str(sizes.get("wiki_pages", 1000))),
+        "lint_quality": lambda: child("lint_quality.py"),
     }
 
 
@@ -158,7 +163,33 @@ def rows(r: dict[str, Any]) -> list[Row]:
     first, last = get(ml, "unrelated_first_per_second"), get(ml, "unrelated_last_per_second")
     out.append((f"  {1000} unrelated new memories, at {large} / at 0 (flat = 1.00×)",
                 last / first if first and last else None, times, "1.00×"))
+    out += wiki_rows(r)
     return [(label, None if isinstance(v, tuple) and None in v else v, f, t) for label, v, f, t in out]
+
+
+def wiki_rows(r: dict[str, Any]) -> list[Row]:
+    """The LLM-owned wiki's rows: ingest and write rates (and how they hold as the wiki grows), lint
+    against pure embedding of the same pages, and lint's quality on the labelled set."""
+    wiki, quality = r.get("wiki"), r.get("lint_quality")
+    pages = r["sizes"].get("wiki_pages", 1000)
+    times = lambda v: f"{v:.2f}×"  # noqa: E731
+    rate = lambda v: f"{v:.1f}/s"  # noqa: E731
+    share = lambda v: f"{v[0]:.0%} / {v[1]:.0%}"  # noqa: E731
+    out: list[Row] = [
+        (f"wiki ingest, {pages} sources", get(wiki, "ingest", "per_s"), rate, ""),
+        ("  ingest rate, last tenth / first tenth", get(wiki, "ingest", "last_vs_first"), times, "flat = 1.00×"),
+        (f"wiki page writes, {pages} pages", get(wiki, "write", "per_s"), rate, ""),
+        ("  write rate, last tenth / first tenth", get(wiki, "write", "last_vs_first"), times, "flat = 1.00×"),
+        (f"lint of a {pages}-page wiki", get(wiki, "lint", "s"), lambda v: f"{v:.2f} s", ""),
+        ("  lint / pure embedding of its pages, wall", get(wiki, "lint_vs_embedding"), times, "well under 1×"),
+        ("  peak RSS of that lint", get(wiki, "lint", "peak_rss_mb"), lambda v: f"{v:.0f} MB", ""),
+        ("lint precision / recall, labelled wiki", (get(quality, "precision"), get(quality, "recall")), share, ""),
+    ]
+    percent = lambda v: "—" if v is None else f"{v:.0%}"  # noqa: E731  (— : nothing planted, or nothing reported)
+    for kind, row in sorted((get(quality, "kinds") or {}).items()):
+        out.append((f"  {kind} (planted {row['planted']}, reported {row['found']})",
+                    f"{percent(row['precision'])} / {percent(row['recall'])}", str, ""))
+    return out
 
 
 def table(r: dict[str, Any], quick: bool) -> str:

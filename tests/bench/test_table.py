@@ -59,3 +59,16 @@ def test_rerun_needs_saved_results(tmp_path: Path, fake_children: list[str]) -> 
         table.main(["--rerun", "cold", "--out", str(tmp_path / "o.json")])
     assert exit_.value.code == 2
     assert fake_children == []
+
+
+def test_the_wiki_figures_reach_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    canned = {"bench_wiki.py": {"ingest": {"per_s": 80.0, "last_vs_first": 0.5}, "write": {"per_s": 20.0},
+                                "lint": {"s": 4.0, "peak_rss_mb": 300.0}, "lint_vs_embedding": 0.1},
+              "lint_quality.py": {"precision": 0.8, "recall": 1.0,
+                                  "kinds": {"orphan": {"planted": 4, "found": 0, "precision": None, "recall": 0.0}}}}
+    monkeypatch.setattr(table, "child", lambda script, *args: canned.get(script, {}))
+    monkeypatch.setattr(table, "commit", lambda: "abc")
+    shown = table.table(table.measure(table.QUICK), quick=True)
+    assert "wiki page writes, 150 pages" in shown and "20.0/s" in shown
+    assert "0.10×" in shown and "80% / 100%" in shown
+    assert "orphan (planted 4, reported 0)" in shown and "— / 0%" in shown
