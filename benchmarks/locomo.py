@@ -1,6 +1,7 @@
 """LoCoMo retrieval benchmark: store every dialog turn as a memory, answer questions with recall.
 
     python benchmarks/locomo.py --data ../shared/data/locomo-dev.json [--k 5] [--keep DIR] [--json]
+        [--conversation ID1,ID2]
 
 For each conversation: a fresh vault; every turn stored through the product's own store path
 (`compiler.memory.write.write_memories`) as "[<session date>] <speaker>: <text>" (plus " [shares <caption>]"
@@ -15,6 +16,8 @@ a memory into a bag of turns that "covers" many questions.
 
 `--keep DIR` keeps each conversation's stored vault in DIR/<sample_id>: a rerun stores nothing and
 only recalls (a recall-side change tried on the same stored vectors; its store rate is null).
+`--conversation` runs only those sample ids. Every summary carries `by_conversation` ({sample_id:
+Hit@k, MRR and per-category Hit@k}): choose a change on one conversation, confirm it on the others.
 """
 
 from __future__ import annotations
@@ -121,7 +124,7 @@ def run_conversation(sample: dict[str, Any], k: int, keep: Path | None = None) -
     finally:
         if not keep:
             shutil.rmtree(vault, ignore_errors=True)
-    return {"rows": rows, "latencies": latencies, "lengths": lengths, "turns": len(stored), "memories": live,
+    return {"id": sample.get("sample_id", "conversation"), "rows": rows, "latencies": latencies, "lengths": lengths, "turns": len(stored), "memories": live,
             "actions": result["actions"], "store_seconds": None if stored_before else store_seconds}
 
 
@@ -132,6 +135,16 @@ def _score(hits: list[dict[str, Any]], wanted: set[str], text_of: dict[str, str]
             "recall10": len(found) / len(wanted) if wanted else 0.0}
 
 
+def quality(rows: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Returns Hit@k, Recall@10, MRR and per-category Hit@k of `rows` (questions scored by `_score`)."""
+    by_category = {}
+    for name in CATEGORIES.values():
+        mine = [r for r in rows if r["category"] == name]
+        by_category[name] = {f"hit@{k}": _mean(r["hit"] for r in mine), "questions": len(mine)}
+    return {f"hit@{k}": _mean(r["hit"] for r in rows), "recall@10": _mean(r["recall10"] for r in rows),
+            "mrr": _mean(r["rr"] for r in rows), "questions": len(rows), "by_category": by_category}
+
+
 def summarise(results: list[dict[str, Any]], k: int, seconds: float, model: str) -> dict[str, Any]:
     rows = [r for res in results for r in res["rows"]]
     latencies = sorted(x for res in results for x in res["latencies"])
@@ -140,13 +153,8 @@ def summarise(results: list[dict[str, Any]], k: int, seconds: float, model: str)
     for res in results:
         actions.update(res["actions"])
     turn_count = sum(r["turns"] for r in results)
-    by_category = {}
-    for name in CATEGORIES.values():
-        mine = [r for r in rows if r["category"] == name]
-        by_category[name] = {"hit@5" if k == 5 else f"hit@{k}": _mean(r["hit"] for r in mine), "questions": len(mine)}
     return {
-        f"hit@{k}": _mean(r["hit"] for r in rows), "recall@10": _mean(r["recall10"] for r in rows),
-        "mrr": _mean(r["rr"] for r in rows), "questions": len(rows), "by_category": by_category,
+        **quality(rows, k), "by_conversation": {res["id"]: quality(res["rows"], k) for res in results},
         "seconds": round(seconds, 1), "model": model, "turns": turn_count,
         "memories": sum(r["memories"] for r in results), "actions": dict(actions),
         "mean_returned_chars": round(statistics.mean(lengths), 1) if lengths else 0.0,
@@ -174,10 +182,16 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="keep the stored vaults here; a rerun only recalls")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--conversation", default="", help="only these sample ids (comma-separated)")
     args = parser.parse_args()
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     samples = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.conversation:
+        wanted = args.conversation.split(",")
+        samples = [s for s in samples if s.get("sample_id") in wanted]
+        if not samples:
+            parser.error(f"no conversation {args.conversation!r} in {args.data}")
     started = time.perf_counter()
     results = []
     for sample in samples:
@@ -191,7 +205,12 @@ def main() -> None:
     print(f"Hit@{args.k} {summary[f'hit@{args.k}']:.1%}  Recall@10 {summary['recall@10']:.1%}  MRR {summary['mrr']:.3f}  "
           f"({summary['questions']} questions, {summary['seconds']} s, {summary['model']})")
     for name, row in summary["by_category"].items():
-        print(f"  {name:<12} {row[f'hit@{args.k}'] if f'hit@{args.k}' in row else row['hit@5']:.1%}  ({row['questions']})")
+        print(f"  {name:<12} {row[f'hit@{args.k}']:.1%}  ({row['questions']})")
+    if len(summary["by_conversation"]) > 1:
+        for sample_id, part in summary["by_conversation"].items():
+            cells = "  ".join(f"{name} {row[f'hit@{args.k}']:.1%} ({row['questions']})"
+                              for name, row in part["by_category"].items() if row["questions"])
+            print(f"  {sample_id}: Hit@{args.k} {part[f'hit@{args.k}']:.1%}  MRR {part['mrr']:.3f}  {cells}")
     print(f"{summary['turns']} turns became {summary['memories']} memories; writes: {summary['actions']}")
     print(f"mean returned memory {summary['mean_returned_chars']} chars; recall p50 {summary['recall_p50_ms']} ms, "
           f"p95 {summary['recall_p95_ms']} ms; store {summary['store_per_second'] or '(kept vaults)'} turns/s")

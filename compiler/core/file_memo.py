@@ -23,7 +23,7 @@ class FileMemo(Generic[T]):
         self.limit = limit
         self._seen: dict[tuple[str, str], tuple[tuple[int, int, int, int], T]] = {}
 
-    def get(self, path: Path, parse: Callable[[bytes], T], scope: str = "") -> T:
+    def get(self, path: str | Path, parse: Callable[[bytes], T], scope: str = "") -> T:
         """Returns what `parse` makes of the file's bytes: remembered unless the file changed.
         `scope` keeps apart parses that depend on more than the bytes (a layout's folder names)."""
         stat = os.stat(path)
@@ -31,7 +31,8 @@ class FileMemo(Generic[T]):
         known = self._seen.get(key)
         if known and known[0] == seen:
             return known[1]
-        value = parse(path.read_bytes())
+        with open(path, "rb") as handle:
+            value = parse(handle.read())
         if os.stat(path).st_mtime_ns == seen[3]:  # not rewritten while being read
             if len(self._seen) >= self.limit:
                 del self._seen[next(iter(self._seen))]

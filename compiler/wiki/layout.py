@@ -93,7 +93,8 @@ class WikiLayout:
         found = []
         for top, folders, names in os.walk(folder):
             folders[:] = [f for f in folders if not f.startswith(".")]
-            found += [self.relative(Path(top, n)) for n in names if n.endswith(suffix) and not n.startswith(".")]
+            here = self.relative(Path(top))
+            found += [f"{here}/{n}" for n in names if n.endswith(suffix) and not n.startswith(".")]
         return sorted(found)
 
     def is_page(self, relative: str) -> bool:

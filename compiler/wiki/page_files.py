@@ -55,7 +55,7 @@ def load_page(layout: WikiLayout, relative: str, data: bytes | None = None) -> W
     A page read from disk is parsed once while it stays unchanged (a write's navigation reads them all)."""
     if data is not None:
         return _parsed(layout, relative, data)
-    return _PAGES.get(layout.root / relative, lambda raw: _parsed(layout, relative, raw),
+    return _PAGES.get(f"{layout.root}/{relative}", lambda raw: _parsed(layout, relative, raw),
                       scope=f"{layout.root}|{layout.wiki_name}")
 
 
@@ -84,7 +84,7 @@ def page_paths(layout: WikiLayout) -> list[str]:
     if not layout.wiki.is_dir():
         return []
     return [relative for relative in layout.files_under(layout.wiki, ".md")
-            if layout.is_page(relative) and not os.path.islink(layout.root / relative)]
+            if layout.is_page(relative) and not os.path.islink(f"{layout.root}/{relative}")]
 
 
 def find_page(layout: WikiLayout, ref: str) -> str:

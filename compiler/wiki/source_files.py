@@ -50,7 +50,7 @@ def read_sources(layout: WikiLayout) -> dict[str, Source]:
     found: dict[str, Source] = {}
     if not layout.raw.is_dir():
         return found
-    for sidecar in (layout.root / p for p in layout.files_under(layout.raw, SIDECAR)):
+    for sidecar in (f"{layout.root}/{p}" for p in layout.files_under(layout.raw, SIDECAR)):
         try:
             source = _SIDECARS.get(sidecar, lambda data: _sidecar_source(layout, data), scope=layout.raw_name)
         except (ValueError, TypeError, KeyError, OSError):
@@ -76,11 +76,11 @@ def _clipping(relative: str, data: bytes, path: Path) -> Source:
 def broken_sidecars(layout: WikiLayout) -> list[str]:
     """Returns the vault-relative sidecars that cannot be read as one."""
     bad = []
-    for sidecar in (layout.root / p for p in layout.files_under(layout.raw, SIDECAR)):
+    for relative in layout.files_under(layout.raw, SIDECAR):
         try:
-            _SIDECARS.get(sidecar, lambda data: _sidecar_source(layout, data), scope=layout.raw_name)
+            _SIDECARS.get(f"{layout.root}/{relative}", lambda data: _sidecar_source(layout, data), scope=layout.raw_name)
         except (ValueError, TypeError, KeyError, OSError):
-            bad.append(layout.relative(sidecar))
+            bad.append(relative)
     return bad
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def _earlier_version(known: dict[str, Source], origin: str, title: str) -> Sourc
 
 def _free_stem(layout: WikiLayout, stem: str) -> str:
     """Returns `stem`, or `stem-2`, `stem-3`… : the first with no file of that name in raw/."""
-    taken = {p.name.split(".", 1)[0] for p in layout.raw.iterdir()} if layout.raw.is_dir() else set()
+    taken = {name.split(".", 1)[0] for name in os.listdir(layout.raw)} if layout.raw.is_dir() else set()
     n, candidate = 1, stem
     while candidate in taken:
         n += 1
