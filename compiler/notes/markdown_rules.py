@@ -43,7 +43,13 @@ _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")  # http:, mailto:, obsidi
 # What Obsidian would read as markup in plain text: links and embeds ("[", "]"), code, emphasis,
 # table cells, math, highlights ("=="), strikethrough, comments ("%%"), HTML and entities,
 # block ids ("^") and tags ("#" before a tag character). "_" only counts at a word's edge.
-_MARKUP_RE = re.compile(r"[\\`*\[\]|$^]|==|~~|%%|(?<!\w)_|_(?!\w)|<(?=[A-Za-z/!?])|&(?=#?\w+;)|#(?=[\w\-/])")
+# Also Templater's "<%" (it runs on a file's raw text, code blocks included, so both characters
+# are escaped), "<!" (so no text holds a page's own "<!-- engram:content -->" markers) and the ":" of a "scheme://" other than http(s) ("obsidian://", "file://").
+_MARKUP_RE = re.compile(r"[\\`*\[\]|$^]|==|~~|%%|(?<!\w)_|_(?!\w)|<[%!]|<(?=[A-Za-z/?])|&(?=#?\w+;)|#(?=[\w\-/])"
+                        r"|(?<=[A-Za-z0-9])(?<!http)(?<!https):(?=//)")
+# What starts a block at a line's start: an ATX heading ("# x") or a setext underline ("---", "=").
+_BLOCK_START_RE = re.compile(r"^( {0,3})(#+(?=\s|$)|[-=](?=[-=]*\s*$))")
+_ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a CommonMark backslash escape: "\" + ASCII punctuation
 
 InlineRule = Callable[[StateInline, bool], bool]
 
@@ -219,7 +225,28 @@ def _code_lines(text: str) -> set[int]:
 def inert(text: object) -> str:
     """Returns plain text as Markdown that Obsidian shows as that text: no link, tag, code span,
     emphasis or table cell comes alive (each markup character gets a CommonMark backslash escape)."""
-    return _MARKUP_RE.sub(lambda m: "".join("\\" + ch for ch in m.group(0)), " ".join(str(text).split()))
+    return _MARKUP_RE.sub(_escaped, " ".join(str(text).split()))
+
+
+def inert_block(text: object) -> str:
+    """Returns text of many lines as Markdown that shows those lines and runs nothing: `inert` on
+    each line, whitespace kept, and no line opening a heading, a code fence, an HTML block or a
+    setext underline. `uninert` gives the exact text back (every backslash is escaped too)."""
+    lines = []
+    for line in str(text).split("\n"):
+        start = _BLOCK_START_RE.match(line)
+        head = f"{start.group(1)}\\{start.group(2)[0]}" if start else ""
+        lines.append(head + _MARKUP_RE.sub(_escaped, line[len(head) - 1 if start else 0:]))
+    return "\n".join(lines)
+
+
+def uninert(text: str) -> str:
+    """Returns the text `inert_block` escaped (a person's edit of it, read back as plain text)."""
+    return _ESCAPED_RE.sub(r"\1", text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return "".join("\\" + ch for ch in match.group(0))
 
 
 def plain_text(children: Sequence[Token]) -> str:

@@ -24,6 +24,7 @@ import jinja2
 
 from compiler.events.checks import CATEGORIES
 from compiler.memory.model import Observation, association_graph, half_life_days
+from compiler.notes.markdown_rules import uninert
 
 # A slug's bytes: room for the id tail and ".md" in a folder slug, far below any file-name limit
 # (a CJK title of 50 characters is 150 bytes).
@@ -282,8 +283,10 @@ def _project(project: str, members: list[Observation], paths: Mapping[str, str],
 
 
 def read_edited_content(page_text: str) -> str | None:
-    """Returns the content between the content markers of an observation page, or None."""
+    """Returns the content between the content markers of an observation page, or None. The page
+    shows it escaped (`inert_block`: a memory is data, nothing in it may run in Obsidian); the
+    escapes come off here, so a person's edit is read back as the plain text they see."""
     start, end = page_text.find(CONTENT_START), page_text.find(CONTENT_END)
     if start < 0 or end < start:
         return None
-    return page_text[start + len(CONTENT_START):end].strip()
+    return uninert(page_text[start + len(CONTENT_START):end].strip())

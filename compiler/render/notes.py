@@ -24,7 +24,7 @@ from compiler.core.clock import parse_time
 from compiler.core.errors import BuildWarning
 from compiler.core.files import bounded_name
 from compiler.notes.links import missing_kind
-from compiler.notes.markdown_rules import inert
+from compiler.notes.markdown_rules import inert, inert_block
 from compiler.notes.records import Note, ResolvedLink
 
 PACKAGE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # editable checkout
@@ -51,8 +51,8 @@ def template_environment(override_dir: Path | None, out: str = "_engram") -> jin
     loaders.append(_bundled_loader())
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), keep_trailing_newline=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
-    env.filters.update(wikilink=wikilink, yaml=yaml_value, cell=table_cell, inert=inert, code=code_span,
-                       mermaid_text=mermaid_text, iso=iso_time)
+    env.filters.update(wikilink=wikilink, yaml=yaml_value, cell=table_cell, inert=inert, inert_block=inert_block,
+                       code=code_span, mermaid_text=mermaid_text, iso=iso_time)
     env.globals["page"] = lambda path, text="": wikilink(f"{out}/{path}", text)  # a link to a generated page
     # Generated pages link a note from two places only, the catalog and its own backlinks page; every
     # other mention goes through the note's backlinks page, so Obsidian's backlinks pane and graph
@@ -266,15 +266,17 @@ def wikilink(path: str, text: str = "") -> str:
     """Returns `[[path|text]]` with the extension of .md notes dropped, safe for any title; a path a
     wikilink cannot hold ("Tips #1.md") becomes a Markdown link with the path percent-encoded."""
     target = path[:-3] if path.endswith(".md") else path
-    shown = _UNSAFE_ALIAS.sub(" ", text).strip()
+    # Templater runs "<%" wherever it is in a file's text: an alias keeps it apart ("< %"), shown alike
+    shown = _UNSAFE_ALIAS.sub(" ", text).replace("<%", "< %").strip()
     if _UNLINKABLE.search(target):
         return f"[{inert(shown or posixpath.basename(target))}]({quote(path)})"
     return f"[[{target}|{shown}]]" if shown and shown != target else f"[[{target}]]"
 
 
 def yaml_value(value: Any) -> str:
-    """Returns a YAML scalar for frontmatter: JSON strings are valid YAML and escape everything."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    """Returns a YAML scalar for frontmatter: JSON strings are valid YAML and escape everything
+    (and "<%" is written "\\u003c%", the same string to YAML, no Templater command to the raw text)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True).replace("<%", "\\u003c%")
 
 
 def table_cell(value: Any) -> str:

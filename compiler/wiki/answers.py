@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compiler.core.errors import InputError
+from compiler.notes.markdown_rules import inert_block
 from compiler.wiki.layout import WikiLayout
 from compiler.wiki.navigation import plain
 from compiler.wiki.page_files import find_page, load_page
@@ -48,7 +49,8 @@ def promote_memories(layout: WikiLayout, memories: Sequence[Mapping[str, Any]], 
         heading = _link_text(str(memory.get("title") or memory["id"]))
         lines.append(f"## {heading}")
         lines.append("")
-        lines += [f"> {line}" if line else ">" for line in str(memory["content"]).strip().split("\n")]
+        # a memory is data (a peer's, perhaps): quoted as text, nothing in it runs or embeds in the page
+        lines += [f"> {line}" if line else ">" for line in inert_block(str(memory["content"]).strip()).split("\n")]
         page = str(memory.get("page") or "")
         origin = f"[[{page[:-3]}|memory {memory['id']}]]" if page else f"memory `{memory['id']}`"
         lines += ["", f"From {origin} (project {plain(str(memory.get('project') or '-'))}).", ""]

@@ -239,3 +239,18 @@ def test_two_agents_creating_one_title_at_once_get_one_page(wiki):
     assert said == ["refused", "wrote"]
     page = read_page(wiki, "Race")
     assert page["revision"] == 1 and page["body"].strip() == f"by {page['writer']}"
+
+
+def test_a_promoted_memory_is_quoted_as_text_that_runs_nothing(wiki):
+    from compiler.notes.markdown_rules import uninert
+    from compiler.wiki.answers import promote_memories
+    from tests.render.test_hostile_memory import PAYLOADS, live_parts
+
+    memories = [{"id": f"mem-{n}", "title": f"{name} [[Private]]", "content": text, "project": "peer <% x %>",
+                 "page": ""} for n, (name, text) in enumerate(PAYLOADS.items())]
+    done = promote_memories(wiki, memories, "Promoted", writer="peer")
+    text = (wiki.root / done["path"]).read_text(encoding="utf-8")
+    assert live_parts(text) == []
+    quoted = "\n".join(line[2:] for line in text.splitlines() if line.startswith("> "))
+    for payload in PAYLOADS.values():
+        assert payload.split("\n")[0] in uninert(quoted)  # still readable as the text it was
