@@ -27,7 +27,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -110,6 +110,7 @@ class MemoryServer:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-memory")
         self._memory: VaultMemory | None = None
         self._stop = threading.Event()
+        self._maintenance: Future[str] | None = None
 
     async def call(self, action: Callable[[VaultMemory], Any]) -> str:
         """Runs `action(memory)` on the worker; returns its value as JSON text."""
@@ -142,17 +143,35 @@ class MemoryServer:
         interval = max(60.0, self.settings.maintenance_hours * 3600)
         while not self._stop.is_set():
             try:
-                done = self._worker.submit(self._run, _maintain).result()
+                self._maintenance = self._worker.submit(self._run, _maintain)
+                done = self._maintenance.result()
                 log.info("maintenance: %s", " ".join(done.split()))
             except Exception as error:  # a failed maintenance never stops the server
-                log.warning("maintenance failed: %s", error)
+                if self._stop.is_set() or isinstance(error, CancelledError):
+                    # the client left before it ran ("cannot schedule new futures after shutdown", or
+                    # cancelled in the queue): not a failure, and nothing was written
+                    log.info("maintenance: not run, the server is closing (it runs at the next start)")
+                    return
+                log.warning("maintenance failed: %s", _reason(error))
             self._stop.wait(interval)
 
     def close(self) -> None:
+        """Stops: a maintenance still queued is dropped (it has written nothing; it runs at the next
+        start), one under way finishes, the calls the client sent are answered, then the handle closes."""
         self._stop.set()
+        if self._maintenance is not None:
+            self._maintenance.cancel()
         if self._memory is not None:  # its SQLite handles belong to the worker thread
             self._worker.submit(self._memory.close)
-        self._worker.shutdown(wait=True, cancel_futures=True)
+        self._worker.shutdown(wait=True)
+
+
+def _reason(error: BaseException) -> str:
+    """Returns one line saying what went wrong: an expected failure's own line, else its type too
+    (a bare `KeyError('x')` or an empty message would say nothing)."""
+    said = " ".join(str(error).split())
+    return said if isinstance(error, ToolError) and said else f"{type(error).__name__}: {said}" if said \
+        else f"{type(error).__name__} (no message; its traceback is logged above)"
 
 
 def _maintain(memory: VaultMemory) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -549,3 +550,55 @@ def test_go_engram_tool_aliases(vault):
         assert (await call("mem_session_summary", {"content": "Goal: locks. Done."}))["action"] == "new"
 
     with_session(vault, body)
+
+
+def test_a_maintenance_the_client_leaves_before_is_not_a_failure_and_writes_nothing(vault, caplog):
+    """The client disconnects while the start's maintenance still waits for the worker: the server
+    says it did not run (no "maintenance failed: " with nothing after it) and wrote nothing."""
+    import threading
+
+    memory = MemoryServer(vault, Settings(now=NOW), embedder=FakeEmbedder())
+    busy, release = threading.Event(), threading.Event()
+    memory._worker.submit(lambda: (busy.set(), release.wait(30)))  # a tool call still being answered
+    assert busy.wait(10)
+    with caplog.at_level(logging.INFO, logger="engram.serve"):
+        memory.start_maintenance()
+        for _ in range(200):
+            if memory._maintenance is not None:
+                break
+            asyncio.run(asyncio.sleep(0.01))
+        closing = threading.Thread(target=memory.close)
+        closing.start()
+        release.set()
+        closing.join(30)
+        for _ in range(200):  # the maintenance thread logs once its cancelled wait returns
+            if any("maintenance" in r.getMessage() for r in caplog.records):
+                break
+            asyncio.run(asyncio.sleep(0.01))
+    said = [r.getMessage() for r in caplog.records if "maintenance" in r.getMessage()]
+    assert said == ["maintenance: not run, the server is closing (it runs at the next start)"], said
+    assert not (vault / ".engram/cache/maintenance.json").exists()
+
+
+def test_a_failed_maintenance_says_what_failed():
+    from compiler.mcp_server.server import _reason
+
+    assert _reason(KeyError("obs-1")) == "KeyError: 'obs-1'"
+    assert _reason(ToolError("journal.jsonl: disk full")) == "journal.jsonl: disk full"
+    assert _reason(RuntimeError()).startswith("RuntimeError (no message")
+
+
+@pytest.mark.integration
+def test_a_client_that_leaves_after_listing_tools_gets_no_empty_failure(vault, tmp_path):
+    async def run() -> None:
+        async with serve(vault, tmp_path / "server.log") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.list_tools()
+
+    asyncio.run(run())
+    log = (tmp_path / "server.log").read_text(encoding="utf-8")
+    assert not re.search(r"maintenance failed: *$", log, re.MULTILINE), log
+    assert "Traceback" not in log, log
+    checked = subprocess.run([ENGRAM, "check", "--vault", str(vault)], capture_output=True, text=True)
+    assert "Traceback" not in checked.stderr and "journal" not in checked.stdout.lower(), checked.stdout
