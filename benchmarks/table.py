@@ -4,8 +4,8 @@ Runs the benchmarks as child processes, each printing one JSON object — bench.
 pure embedding, the no-op at its size, cold search), noop.py (the no-op at 10,000 notes),
 bench_memory.py at two sizes (store rates, no-op, recall p50/p95, compile RSS), cold.py when this
 checkout has it (cold commands against cold search, ONNX against torch, the MCP server's start),
-bench_wiki.py (ingest, page writes and lint of a 1,000-page wiki) and lint_quality.py (lint's
-precision and recall on a labelled wiki) —
+bench_wiki.py (ingest, page writes and lint of a 1,000-page wiki), lint_quality.py (lint's
+precision and recall on a labelled wiki) and secrets.py (redaction against detect-secrets) —
 then prints one table of figures, their targets and ratios, with the load average, and writes the
 same as JSON to benchmarks/results.json (`--out`). A figure whose benchmark is missing or failed
 reads "not measured". `--quick` runs small sizes (minutes, for development: the figures are not the
@@ -59,6 +59,7 @@ def benchmarks(sizes: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any] |
         "cold": lambda: child("cold.py", "--runs", str(sizes["cold_runs"])),
         "wiki": lambda: child("bench_wiki.py", "--pages", str(sizes.get("wiki_pages", 1000))),
         "lint_quality": lambda: child("lint_quality.py"),
+        "secrets": lambda: child("secrets.py"),
     }
 
 
@@ -185,6 +186,10 @@ def wiki_rows(r: dict[str, Any]) -> list[Row]:
         ("  peak RSS of that lint", get(wiki, "lint", "peak_rss_mb"), lambda v: f"{v:.0f} MB", ""),
         ("lint precision / recall, labelled wiki", (get(quality, "precision"), get(quality, "recall")), share, ""),
     ]
+    secrets = r.get("secrets")
+    for name, label in (("engram", "secret redaction"), ("detect_secrets", "  detect-secrets on the same set")):
+        out.append((f"{label}: precision / recall", (get(secrets, name, "precision"), get(secrets, name, "recall")),
+                    share, ""))
     percent = lambda v: "—" if v is None else f"{v:.0%}"  # noqa: E731  (— : nothing planted, or nothing reported)
     for kind, row in sorted((get(quality, "kinds") or {}).items()):
         out.append((f"  {kind} (planted {row['planted']}, reported {row['found']})",

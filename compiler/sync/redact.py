@@ -5,13 +5,19 @@
 The local journal keeps the original; only the chunk (what git carries) holds the placeholder.
 Each rule is a provider's documented key format (the shapes detect-secrets and gitleaks match),
 plus two generic ones: a password in a URL, and a high-entropy value assigned to a name
-(`API_KEY=...`, `password: ...`). detect-secrets itself was not taken: its hex and base64 entropy
-detectors fire on commit hashes and base64 images (exactly what notes hold), its private-key
-detector finds the BEGIN line but not the block, and it knows no Anthropic keys.
+(`API_KEY=...`, `password: ...`), a secret named in prose ("… with secret wJalr…"), JWTs,
+and long high-entropy base64 runs on their own (detect-secrets' base64 detector at its 4.5 bits,
+minus images, integrity hashes and hex). detect-secrets itself was not taken: its hex and base64
+entropy detectors fire on commit hashes and base64 images (exactly what notes hold), with its
+filters on it misses secrets written in prose, its private-key detector finds the BEGIN line but
+not the block, and it knows no Anthropic keys. `benchmarks/secrets.py` measures both on one
+labelled set of secrets and look-alikes.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
@@ -42,6 +48,7 @@ _SECRET_NAME = re.compile(r"(?i)(secret|token|passw(or)?d|passwd|pwd|api[_-]?key
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")  # a shell or .env variable: the only names a bare high-entropy value needs
 _WORD = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_CID = re.compile(r"Qm[1-9A-HJ-NP-Za-km-z]{44}")  # an IPFS content id (CIDv0, base58)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -79,6 +86,40 @@ def _assigned_secret(match: re.Match[str]) -> bool:
     return len(value) >= 20 and _classes(value) >= 3 and entropy(value) >= 4.0 and not _wordy(value)
 
 
+def _looks_like_credential(value: str, name: str = "") -> bool:
+    """True for a value that mixes character kinds, is no run of words, no id and no path or URL.
+    A password may be short and made of a word ("hunter2"): a letter and a digit or symbol will do."""
+    if value.startswith(("/", "$", "{{", "<", "%", "http")) or _HEX.fullmatch(value) or _UUID.fullmatch(value):
+        return False
+    if name.lower().startswith("pass") and len(value) >= 6:
+        return any(c.isalpha() for c in value) and any(not c.isalpha() for c in value)
+    if len(value) >= 16:  # long enough that words inside it ("…EXAMPLEKEY") do not make it a name
+        return _classes(value) >= 3 and entropy(value) >= 3.5
+    return len(value) >= 8 and _classes(value) >= 2 and not _wordy(value) and entropy(value) >= 3.0
+
+
+def _random_run(match: re.Match[str]) -> bool:
+    """True for a long run that is random, not an image, a digest, hex, a path or a name."""
+    value, before = match["secret"], match.string[max(0, match.start() - 8):match.start()].lower()
+    if before.endswith(("base64,", "sha1-", "sha256-", "sha384-", "sha512-", "/")) or _HEX.fullmatch(value.strip("=")):
+        return False
+    if value.startswith(("pk_live_", "pk_test_", "sha1-", "sha256-", "sha384-", "sha512-")) or _CID.fullmatch(value):
+        return False  # public keys by design (Stripe's publishable ones), integrity hashes, IPFS content ids
+    if _encoded_text(value):
+        return False
+    words = sum(len(w) for w in _WORD.findall(value))
+    return _classes(value.rstrip("=")) >= 3 and entropy(value) >= 4.5 and words * 4 < len(value) * 3
+
+
+def _encoded_text(value: str) -> bool:
+    """True when `value` is base64 of readable text (a payload shown encoded), not of random bytes."""
+    try:
+        data = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return len(data) >= 16 and sum(32 <= b < 127 or b in (9, 10, 13) for b in data) >= 0.95 * len(data)
+
+
 def _rule(kind: str, pattern: str, flags: int = 0, **options: Any) -> Rule:
     return Rule(kind, re.compile(pattern, flags), **options)
 
@@ -98,9 +139,21 @@ RULES: tuple[Rule, ...] = (
     # scheme://user:password@host — only the password goes; the user and host say what it was for.
     _rule("bearer-token", r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{20,}=*)"),
     _rule("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@\[\]]+:(?P<secret>[^\s@/\[\]]+)@"),
+    _rule("jwt", r"(?<![A-Za-z0-9_-])(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
+    # Prose: "with secret wJalr…", "the password is Tr0ub4dor&3", "token → 9f…" — a secret word, at
+    # most a few small words, then a value that looks like a credential.
+    _rule("named-secret", r"(?i)\b(?P<name>secret(?:[ _-]access)?(?:[ _-]key)?|password|passphrase|passwd|token|"
+                          r"api[ _-]?key|access[ _-]?key|private[ _-]?key|credentials?)\b"
+                          r"(?:\s+[A-Za-z]{1,12}\b){0,4}?(?:\s+(?:=|:|->|→|-))?"
+                          r"\s*[:=]?\s*[\"'`]?(?=[A-Za-z]*[^A-Za-z\s])(?P<secret>[A-Za-z0-9+/=_\-.~!@#$%^&*]{5,}[A-Za-z0-9+/=_\-~!@#$%^&*])",
+          accept=lambda m: _looks_like_credential(m["secret"], m["name"])),
     # NAME=value, NAME: value, "name": "value" — the value goes when it looks like a credential.
     _rule("assigned-secret", r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?\s*(?P<sep>=|:)\s*[\"']?(?P<secret>[^\s\"',;`]+)",
           accept=_assigned_secret),
+    # A long high-entropy run of base64 characters on its own (detect-secrets' Base64HighEntropyString,
+    # at its default 4.5 bits): not a data: URI (an image), an integrity hash, hex, a URL or words.
+    _rule("high-entropy", r"(?<![A-Za-z0-9+/=_.:-])(?P<secret>[A-Za-z0-9+/_-]{32,}={0,2})(?![A-Za-z0-9+/=_.-])",
+          accept=lambda m: _random_run(m)),
 )
 
 

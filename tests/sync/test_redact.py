@@ -72,11 +72,18 @@ def test_each_kind_of_credential_becomes_its_placeholder(kind):
     ("db is postgres://app:s3cr3t-Pa55@db.internal:5432/prod",
      "db is postgres://app:[redacted:url-password]@db.internal:5432/prod"),
     ("SIGNING_HOOK=Zx8Qm2Lp9Rt4Vw7Ky1Nb5Hc3", "SIGNING_HOOK=[redacted:assigned-secret]"),
-    ("the admin password: hunter2go!", "the admin password: [redacted:assigned-secret]"),
+    ("the admin password: hunter2go!", "the admin password: [redacted:named-secret]"),
     ('settings {"api_key": "a8F3kL0pQ9zX"}', 'settings {"api_key": "[redacted:assigned-secret]"}'),
     ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
      "aws_secret_access_key = [redacted:assigned-secret]"),
     ("GITHUB_TOKEN=x9" + "Kq" * 10, "GITHUB_TOKEN=[redacted:assigned-secret]"),
+    # issue 28: a secret written in prose, after the word that names it
+    ("Deploy key AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "Deploy key [redacted:aws-access-key] with secret [redacted:named-secret]"),
+    ("The api key for the vendor is Zx8Qm2Lp9Rt4Vw7Ky1Nb", "The api key for the vendor is [redacted:named-secret]"),
+    ("My password is hunter2", "My password is [redacted:named-secret]"),
+    ("Blob iIOSXFc6Nh7/PtZNYAAvjIrXTa9cDxIzLjz9ilp2 was the signing key",
+     "Blob [redacted:high-entropy] was the signing key"),
 ])
 def test_passwords_in_urls_and_assigned_secrets_lose_only_the_value(text, expected):
     assert redact_text(text) == expected
@@ -100,6 +107,9 @@ MUST_STAY = [
     "Meeting at 10:30: discuss Q3 roadmap, ETA=2026-12-01; the task-force uses sk-learn.",
     "DATABASE_URL=postgres://db.internal:5432/prod and PATH=/usr/local/bin:/usr/bin",
     "Publishable keys are public: pk_live_" + "a1B2c3D4e5F6g7H8i9J0k1L2",
+    "The payload SGVsbG8gd29ybGQsIHRoaXMgaXMgYSB0ZXN0IG1lc3NhZ2U= is plain text in base64",
+    "Pinned at QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG on IPFS; the password is rotated monthly.",
+    '"integrity": "sha512-' + base64.b64encode(random.Random(3).randbytes(64)).decode() + '"',
 ]
 
 
