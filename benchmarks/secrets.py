@@ -134,6 +134,26 @@ def detect_secrets_scan() -> Any:
     return scan
 
 
+DATA = REPO.parent / "shared" / "data"
+
+
+def conversation_turns() -> dict[str, list[str]]:
+    """Returns the turns of the evaluation conversations (../shared/data), by benchmark, one text
+    each and deduplicated: tens of thousands of texts people and assistants wrote, with no real
+    secret in them (a few documentation examples like `password "password123"` aside), so every
+    text redaction alters there is a false positive, on data the rules were not written from."""
+    out: dict[str, list[str]] = {}
+    locomo, longmemeval = DATA / "locomo-dev.json", DATA / "longmemeval-dev.json"
+    if locomo.exists():
+        out["locomo"] = sorted({turn["text"] for sample in json.loads(locomo.read_text())
+                                for key, session in sample["conversation"].items()
+                                if key.startswith("session_") and isinstance(session, list) for turn in session})
+    if longmemeval.exists():
+        out["longmemeval"] = sorted({turn["content"] for question in json.loads(longmemeval.read_text())
+                                     for session in question["haystack_sessions"] for turn in session})
+    return out
+
+
 def score(caught: list[bool], kept: list[bool]) -> dict[str, Any]:
     true, false = sum(caught), sum(not k for k in kept)
     return {"secrets": len(caught), "caught": true, "look_alikes": len(kept), "altered": false,
@@ -158,6 +178,14 @@ def main() -> None:
         summary["detect_secrets"] = score(theirs_caught, theirs_kept)
         summary["detect_secrets_missed"] = [t for (t, _), ok in zip(labelled, theirs_caught) if not ok]
         summary["detect_secrets_altered"] = [t for t, ok in zip(STAY, theirs_kept) if not ok]
+    # The same rules on conversations nobody labelled: how many texts they alter (engram only:
+    # detect-secrets scans a file per text, minutes for this many).
+    summary["conversations"] = {}
+    for name, texts in conversation_turns().items():
+        altered = [t for t in texts if redact_text(t) != t]
+        summary["conversations"][name] = {"texts": len(texts), "altered": len(altered),
+                                          "altered_share": round(len(altered) / len(texts), 5),
+                                          "examples": [redact_text(t)[:200] for t in altered[:10]]}
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
         return
@@ -169,7 +197,13 @@ def main() -> None:
         row = summary[name]
         print(f"  {name:<15} recall {row['recall']:.0%} ({row['caught']}/{row['secrets']})  precision "
               f"{row['precision']:.0%}  look-alikes altered {row['altered']}/{row['look_alikes']}")
+    for name, row in summary["conversations"].items():
+        print(f"  on {name}'s {row['texts']:,} conversation turns (no labels, no real secrets): "
+              f"{row['altered']} altered ({row['altered_share']:.2%})")
     if args.verbose:
+        for row in summary["conversations"].values():
+            for text in row["examples"]:
+                print(f"    conversation altered: {text[:110]}")
         for key in ("missed", "altered", "detect_secrets_missed", "detect_secrets_altered"):
             for text in summary.get(key, []):
                 print(f"    {key}: {text[:110]}")

@@ -98,6 +98,19 @@ def _looks_like_credential(value: str, name: str = "") -> bool:
     return len(value) >= 8 and _classes(value) >= 2 and not _wordy(value) and entropy(value) >= 3.0
 
 
+_LINKING = frozenset("is was are were be to as now reads becomes equals".split())
+_WORDS_JOINED = re.compile(r"[A-Za-z]+(?:[-_'][A-Za-z]+)*")  # "user-friendly", "two-factor": words, not a key
+
+
+def _named_in_prose(match: re.Match[str]) -> bool:
+    """True when the words after a secret's name link it to a credential-looking value."""
+    words = match["words"].split()
+    if words and words[-1].lower() not in _LINKING:
+        return False
+    value = match["secret"].rstrip("*!.,?;:)")  # Markdown emphasis and sentence ends are not part of it
+    return not _WORDS_JOINED.fullmatch(value) and _looks_like_credential(value, match["name"])
+
+
 def _random_run(match: re.Match[str]) -> bool:
     """True for a long run that is random, not an image, a digest, hex, a path or a name."""
     value, before = match["secret"], match.string[max(0, match.start() - 8):match.start()].lower()
@@ -105,10 +118,19 @@ def _random_run(match: re.Match[str]) -> bool:
         return False
     if value.startswith(("pk_live_", "pk_test_", "sha1-", "sha256-", "sha384-", "sha512-")) or _CID.fullmatch(value):
         return False  # public keys by design (Stripe's publishable ones), integrity hashes, IPFS content ids
-    if _encoded_text(value):
+    if _encoded_text(value) or _in_url(match):
         return False
     words = sum(len(w) for w in _WORD.findall(value))
     return _classes(value.rstrip("=")) >= 3 and entropy(value) >= 4.5 and words * 4 < len(value) * 3
+
+
+def _in_url(match: re.Match[str]) -> bool:
+    """True when the run is part of a URL (a query's tracking id, a path): named keys in URLs are
+    the assigned-secret rule's, and a password in one the url-password rule's."""
+    text = match.string
+    start = max(text.rfind(c, 0, match.start()) for c in " \t\n(<[\"'") + 1
+    word = text[start:match.start()]
+    return "://" in word or word.startswith("www.")
 
 
 def _encoded_text(value: str) -> bool:
@@ -140,13 +162,15 @@ RULES: tuple[Rule, ...] = (
     _rule("bearer-token", r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{20,}=*)"),
     _rule("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@\[\]]+:(?P<secret>[^\s@/\[\]]+)@"),
     _rule("jwt", r"(?<![A-Za-z0-9_-])(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
-    # Prose: "with secret wJalr…", "the password is Tr0ub4dor&3", "token → 9f…" — a secret word, at
-    # most a few small words, then a value that looks like a credential.
+    # Prose: "with secret wJalr…", "the password is Tr0ub4dor&3", "api key for the vendor is Zx8…" —
+    # a secret word, then the value, or a few words ending on one that links a name to its value
+    # ("is", "to", "="): "password manager like 1Password" names no password. One line only.
     _rule("named-secret", r"(?i)\b(?P<name>secret(?:[ _-]access)?(?:[ _-]key)?|password|passphrase|passwd|token|"
                           r"api[ _-]?key|access[ _-]?key|private[ _-]?key|credentials?)\b"
-                          r"(?:\s+[A-Za-z]{1,12}\b){0,4}?(?:\s+(?:=|:|->|→|-))?"
-                          r"\s*[:=]?\s*[\"'`]?(?=[A-Za-z]*[^A-Za-z\s])(?P<secret>[A-Za-z0-9+/=_\-.~!@#$%^&*]{5,}[A-Za-z0-9+/=_\-~!@#$%^&*])",
-          accept=lambda m: _looks_like_credential(m["secret"], m["name"])),
+                          r"(?P<words>(?:[ \t]+[A-Za-z]{1,12}\b){0,4}?)(?:[ \t]*(?:=|:|->|→|-)(?=[ \t]))?"
+                          r"(?:[ \t]+|[ \t]*[:=][ \t]*)[\"'`]?(?=[A-Za-z]*[^A-Za-z\s])"
+                          r"(?P<secret>[A-Za-z0-9+/=_\-.~!@#$%^&*]{5,}[A-Za-z0-9+/=_\-~!@#$%^&*])",
+          accept=lambda m: _named_in_prose(m)),
     # NAME=value, NAME: value, "name": "value" — the value goes when it looks like a credential.
     _rule("assigned-secret", r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?\s*(?P<sep>=|:)\s*[\"']?(?P<secret>[^\s\"',;`]+)",
           accept=_assigned_secret),
