@@ -72,13 +72,14 @@ MAX_ID_CHARS = 100
 def library() -> SimpleNamespace:
     """The memory and notes functions the tools call, imported on first use (on the worker)."""
     from compiler.memory import edits, engineering, write
-    from compiler.memory.maintenance import run_maintenance
+    from compiler.memory.maintenance import consolidate, prepare_maintenance, run_maintenance
     from compiler.memory.recall import recall
     from compiler.memory.vault import VaultMemory, read_memories
     from compiler.notes.access import read_note
     from compiler.notes.search import Filters, hybrid_search
 
-    return SimpleNamespace(edits=edits, eng=engineering, write=write, run_maintenance=run_maintenance, recall=recall,
+    return SimpleNamespace(edits=edits, eng=engineering, write=write, run_maintenance=run_maintenance,
+                           consolidate=consolidate, prepare_maintenance=prepare_maintenance, recall=recall,
                            VaultMemory=VaultMemory, read_memories=read_memories, read_note=read_note,
                            Filters=Filters, hybrid_search=hybrid_search)
 
@@ -143,8 +144,11 @@ class MemoryServer:
         interval = max(60.0, self.settings.maintenance_hours * 3600)
         while not self._stop.is_set():
             try:
-                self._maintenance = self._worker.submit(self._run, _maintain)
-                done = self._maintenance.result()
+                # In slices, each a task of its own on the worker: a tool call sent meanwhile is
+                # queued before the next slice and waits for one slice at most.
+                while json.loads(self._on_worker(_prepare)):
+                    pass
+                done = self._on_worker(_maintain)
                 log.info("maintenance: %s", " ".join(done.split()))
             except Exception as error:  # a failed maintenance never stops the server
                 if self._stop.is_set() or isinstance(error, CancelledError):
@@ -154,6 +158,11 @@ class MemoryServer:
                     return
                 log.warning("maintenance failed: %s", _reason(error))
             self._stop.wait(interval)
+
+    def _on_worker(self, action: Callable[[VaultMemory], Any]) -> str:
+        """Runs one maintenance task on the worker and waits for it; `close` cancels it while queued."""
+        self._maintenance = self._worker.submit(self._run, action)
+        return self._maintenance.result()
 
     def close(self) -> None:
         """Stops: a maintenance still queued is dropped (it has written nothing; it runs at the next
@@ -174,10 +183,18 @@ def _reason(error: BaseException) -> str:
         else f"{type(error).__name__} (no message; its traceback is logged above)"
 
 
+SLICE = 0.04  # seconds of maintenance between two chances for a tool call to run
+
+
+def _prepare(memory: VaultMemory) -> bool:
+    """One slice of the work maintenance starts with; True while some is left."""
+    return library().prepare_maintenance(memory, SLICE)
+
+
 def _maintain(memory: VaultMemory) -> dict[str, Any]:
-    """Consolidates and prunes, then saves the fold checkpoint when due: a server's handle is never
-    closed while it runs, and the cold commands beside it start from that checkpoint."""
-    done = library().run_maintenance(memory)
+    """Consolidates (the fold prunes), then saves the fold checkpoint when due: a server's handle is
+    never closed while it runs, and the cold commands beside it start from that checkpoint."""
+    done = library().consolidate(memory)
     memory.snapshots.save_if_due(memory.engram)
     return done
 

@@ -16,11 +16,19 @@ them, in one transaction: the settings they were found with, every indexed memor
 and the event set they were found at. A compile after journal writes looks only at the memories
 the new events name; any other change of the event set (a chunk imported, an older vault without
 these tables, other settings) compares every signature, or starts over with a full run.
+
+Bringing them up to date is two steps, so that it can be done a slice at a time (an MCP server
+answers tool calls between slices: compiler.memory.maintenance.prepare_maintenance): planning
+puts the memories to ask into a to-do table and records the event set (one transaction), asking
+takes them from it a batch at a time (one transaction a batch). A change that lands between two
+batches is planned by the next call, as any change is; a memory on the to-do list is asked with
+the vectors and groups of the moment it is asked.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,9 @@ NEIGHBOURS = 10
 POOL = 2 * NEIGHBOURS  # asked of the index, then ranked exactly (`_nearest`)
 SLACK = 1e-5  # a·b and b·a, computed in other orders, may differ in the last bits: ask a little wider
 VERSION = "2"  # of what the tables hold: another value starts over
+BATCH = 256  # memories asked in one transaction at most: the flat store scores 256 queries a pass
+PLAN_BATCH = 4096  # memories whose signatures a slice of a full run's plan records (~40 ms at 50,000)
+PROBE = 4  # a slice's first batch, timed to size the next ones to what is left of its budget
 
 Pair = tuple[str, str]
 
@@ -66,7 +77,9 @@ class ClosePairs:
                 # grouped: b may fold with a (a candidate of a's project, category and kind); the
                 # other pairs matter only for knowing whom a change concerns
                 "CREATE TABLE IF NOT EXISTS close_pairs (a TEXT, b TEXT, grouped INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID;"
-                "CREATE INDEX IF NOT EXISTS close_pairs_b ON close_pairs (b);")
+                "CREATE INDEX IF NOT EXISTS close_pairs_b ON close_pairs (b);"
+                # the memories planned to be asked again and not yet asked (every candidate, in a full run)
+                "CREATE TABLE IF NOT EXISTS close_todo (id TEXT PRIMARY KEY) WITHOUT ROWID;")
 
     def __enter__(self) -> ClosePairs:
         return self
@@ -79,28 +92,64 @@ class ClosePairs:
         """Returns every (memory, close neighbour) pair of the `indexed` memories as the index holds
         them now that may fold together (same project, category and kind; both candidates), and
         how many memories were asked for their neighbours to find them."""
-        meta = dict(self._db.execute("SELECT key, value FROM close_meta"))
-        fingerprint = f"{VERSION}:{fingerprint}:{threshold!r}:{NEIGHBOURS}"
-        # One transaction: the pairs, the signatures they reflect and the event key change together
-        # or not at all (a crashed run leaves the last run's state, which the next one brings up to date).
-        with full_disk_guard(self._path, "the memory index", after=DERIVED), self._db:
-            if meta.get("fingerprint") != fingerprint:
-                asked = self._start_over(vectors, indexed, threshold)
-            else:
-                asked = self._patch(vectors, indexed, self._changed(indexed, named_since(events, meta)), threshold)
-            self._db.executemany("INSERT OR REPLACE INTO close_meta (key, value) VALUES (?, ?)",
-                                 [("fingerprint", fingerprint), *event_mark(events).items()])
+        asked, _ = self.advance(vectors, indexed, events, threshold, fingerprint)
         return list(self._db.execute("SELECT a, b FROM close_pairs WHERE grouped ORDER BY a, b")), asked
 
-    def _start_over(self, vectors: Any, indexed: Mapping[str, Observation], threshold: float) -> int:
-        """Asks every candidate (the full run); returns how many were asked."""
-        sources = sorted(i for i, o in indexed.items() if is_candidate(o))
-        pairs = _ask(vectors, indexed, sources, threshold)
-        for table in ("close_pairs", "close_rows", "close_meta"):
-            self._db.execute(f"DELETE FROM {table}")
-        self._db.executemany("INSERT INTO close_rows (id, sig) VALUES (?, ?)", ((i, signature(o)) for i, o in indexed.items()))
-        self._db.executemany("INSERT INTO close_pairs (a, b, grouped) VALUES (?, ?, ?)", pairs)
-        return len(sources)
+    def advance(self, vectors: Any, indexed: Mapping[str, Observation], events: EventSet, threshold: float,
+                fingerprint: str, budget: float | None = None) -> tuple[int, bool]:
+        """Plans what changed since the pairs were last brought up to date, then asks the planned
+        memories, every one, or batches until `budget` seconds have passed; returns how many were
+        asked and whether none is left to ask."""
+        fingerprint = f"{VERSION}:{fingerprint}:{threshold!r}:{NEIGHBOURS}"
+        # One transaction: the plan, the signatures it reflects and the event key change together
+        # or not at all (a crashed run leaves the last run's state, which the next one brings up to date).
+        with full_disk_guard(self._path, "the memory index", after=DERIVED), self._db:
+            meta = dict(self._db.execute("SELECT key, value FROM close_meta"))
+            if meta.get("fingerprint") != fingerprint:
+                meta = self._plan_full(indexed, events, fingerprint, meta, budget is None)
+                if meta.get("planning"):
+                    return 0, False
+            # what changed since the mark: since the last run, or since a full run's plan began
+            self._plan_patch(vectors, indexed, self._changed(indexed, named_since(events, meta)), threshold)
+            self._write_meta({"fingerprint": fingerprint, **event_mark(events)})
+        started, asked, size = time.perf_counter(), 0, BATCH if budget is None else PROBE
+        while batch := [i for (i,) in self._db.execute("SELECT id FROM close_todo ORDER BY id LIMIT ?", (size,))]:
+            began = time.perf_counter()
+            asked += self._ask_again(vectors, indexed, batch, threshold)
+            if budget is not None:  # a query's cost grows with the store: the batch follows it
+                each, left = (time.perf_counter() - began) / len(batch), budget - (time.perf_counter() - started)
+                if left < each:
+                    return asked, self._db.execute("SELECT 1 FROM close_todo LIMIT 1").fetchone() is None
+                size = max(1, min(BATCH, int(left / each)))
+        return asked, True
+
+    def _plan_full(self, indexed: Mapping[str, Observation], events: EventSet, fingerprint: str,
+                   meta: dict[str, str], whole: bool) -> dict[str, str]:
+        """Plans the full run: every recorded pair goes, every candidate is to be asked. The first
+        call marks the events it began at; each call records the signatures of the next PLAN_BATCH
+        memories by id (all of them when `whole`); returns the marks, with `planning` while some
+        are left. A memory that changes meanwhile is named after the mark: the patch that follows
+        the plan asks it again, wherever it was in the order."""
+        if meta.get("planning") != fingerprint:
+            for table in ("close_pairs", "close_rows", "close_todo"):
+                self._db.execute(f"DELETE FROM {table}")
+            meta = {"planning": fingerprint, "planned": "", **event_mark(events)}
+        rest = sorted(i for i in indexed if i > meta["planned"])
+        take = rest if whole else rest[:PLAN_BATCH]
+        self._db.executemany("INSERT OR REPLACE INTO close_rows (id, sig) VALUES (?, ?)",
+                             ((i, signature(indexed[i])) for i in take))
+        self._db.executemany("INSERT OR IGNORE INTO close_todo (id) VALUES (?)",
+                             ((i,) for i in take if is_candidate(indexed[i])))
+        if len(take) < len(rest):
+            meta = {**meta, "planned": take[-1]}
+        else:
+            meta = {k: v for k, v in meta.items() if k not in ("planning", "planned")}
+        self._write_meta(meta)
+        return meta
+
+    def _write_meta(self, meta: dict[str, str]) -> None:
+        self._db.execute("DELETE FROM close_meta")
+        self._db.executemany("INSERT INTO close_meta (key, value) VALUES (?, ?)", sorted(meta.items()))
 
     def _changed(self, indexed: Mapping[str, Observation], named: set[str] | None) -> set[str]:
         """Returns the memories whose signature is not the recorded one (a memory gone from the
@@ -113,20 +162,27 @@ class ClosePairs:
             ids = named
         return {i for i in ids if recorded.get(i) != (signature(indexed[i]) if i in indexed else None)}
 
-    def _patch(self, vectors: Any, indexed: Mapping[str, Observation], changed: set[str], threshold: float) -> int:
-        """Asks again the memories whose pairs `changed` may change (module docstring); returns how many."""
+    def _plan_patch(self, vectors: Any, indexed: Mapping[str, Observation], changed: set[str], threshold: float) -> None:
+        """Plans to ask again the memories whose pairs `changed` may change (module docstring)."""
         if not changed:
-            return 0
+            return
         affected = set(changed)
         affected.update(a for (a,) in _select(self._db, "SELECT a FROM close_pairs WHERE b IN ({})", sorted(changed)))
         present = sorted(i for i in changed if i in indexed)
         affected.update(i for i in _within(vectors, present, threshold - SLACK) if i in indexed)
-        sources = sorted(i for i in affected if i in indexed and is_candidate(indexed[i]))
-        pairs = _ask(vectors, indexed, sources, threshold)
-        self._db.executemany("DELETE FROM close_pairs WHERE a = ?", ((i,) for i in sorted(affected)))
-        self._db.executemany("INSERT INTO close_pairs (a, b, grouped) VALUES (?, ?, ?)", pairs)
+        self._db.executemany("INSERT OR IGNORE INTO close_todo (id) VALUES (?)", ((i,) for i in sorted(affected)))
         self._db.executemany("DELETE FROM close_rows WHERE id = ?", ((i,) for i in sorted(changed)))
         self._db.executemany("INSERT INTO close_rows (id, sig) VALUES (?, ?)", ((i, signature(indexed[i])) for i in present))
+
+    def _ask_again(self, vectors: Any, indexed: Mapping[str, Observation], batch: list[str], threshold: float) -> int:
+        """Asks the `batch` of planned memories (those still indexed candidates) for their pairs,
+        in place of their recorded ones; returns how many were asked."""
+        sources = [i for i in batch if i in indexed and is_candidate(indexed[i])]
+        pairs = _ask(vectors, indexed, sources, threshold)
+        with full_disk_guard(self._path, "the memory index", after=DERIVED), self._db:
+            self._db.executemany("DELETE FROM close_pairs WHERE a = ?", ((i,) for i in batch))
+            self._db.executemany("INSERT INTO close_pairs (a, b, grouped) VALUES (?, ?, ?)", pairs)
+            self._db.executemany("DELETE FROM close_todo WHERE id = ?", ((i,) for i in batch))
         return len(sources)
 
 

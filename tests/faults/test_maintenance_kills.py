@@ -31,10 +31,12 @@ sys.path[:0] = [{str(ROOT / 'tests')!r}, {str(ROOT)!r}]
 from conftest import FakeEmbedder
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events
-from compiler.mcp_server.server import _maintain
+from compiler.mcp_server.server import _maintain, _prepare
 from compiler.memory.vault import VaultMemory
 with VaultMemory(Path(sys.argv[1]), Settings(now={LATER!r}), embedder=FakeEmbedder()) as memory:
     print("started", flush=True)
+    while _prepare(memory):  # the server's slices, then the maintenance
+        pass
     _maintain(memory)
 """
 

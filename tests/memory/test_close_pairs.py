@@ -22,10 +22,11 @@ from compiler.commands.compile import compile_vault
 from compiler.core import clock
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events, new_id
+from compiler.memory import close_pairs
 from compiler.memory.edits import forget_memory, restore_memory, update_memory
 from compiler.memory.engineering import track_failure, track_progress
 from compiler.memory.input import MemoryInput
-from compiler.memory.maintenance import find_clusters, run_maintenance
+from compiler.memory.maintenance import find_clusters, prepare_maintenance, run_maintenance
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
 from compiler.memory.write import store_memory, write_memories
 from compiler.sync.exchange import export_memories
@@ -198,3 +199,40 @@ def test_recalls_change_no_pair(vault, fake_embedder):
     clusters, _ = clusters_of(vault, fake_embedder)
     append_events(vault / ".engram", [MemoryEvent(new_id("ev-"), "recall", i, "2026-11-30 12:00:00") for i in ids[:5]])
     assert clusters_of(vault, fake_embedder) == (clusters, 0)
+
+
+@pytest.mark.parametrize("plan_batch", [4096, 16])
+def test_maintenance_prepared_in_slices_between_changes_decides_what_a_full_run_decides(
+        vault, fake_embedder, tmp_path, monkeypatch, plan_batch):
+    """A server prepares maintenance a slice at a time and answers tool calls in between: changes
+    that land between slices (while the full run is planned, with 16 memories a slice, or asked)
+    are planned by the next slice, and the maintenance after the last one decides what a full run
+    on the same store decides, asking only what changed meanwhile."""
+    monkeypatch.setattr(close_pairs, "PLAN_BATCH", plan_batch)
+    rng = random.Random(3)
+    ids = seed_store(vault, fake_embedder, 120)
+    slices = 0
+    with open_memory(vault, fake_embedder) as memories:
+        while prepare_maintenance(memories, budget=0):  # one small batch a slice
+            slices += 1
+            if slices % 4 == 0:
+                live = sorted(i for i, o in read_memories(memories).state.items() if o.live)
+                action = rng.choice(["add", "update", "forget"])
+                if action == "add":
+                    ids.append(store_memory(memories, MemoryInput(sentence(rng), project="p1"))["id"])
+                elif action == "update":
+                    update_memory(memories, rng.choice(live), content=sentence(rng))
+                else:
+                    forget_memory(memories, rng.choice(live))
+        assert slices >= len(ids) // 8  # the first run was spread over many slices
+        report = run_maintenance(memories)
+    assert report["reconsidered"] < len(ids) // 4  # what the last slices left: the last changes' neighbourhoods
+    assert decided(vault, fake_embedder) == full_run_of(vault, fake_embedder, tmp_path)
+
+
+def test_a_slice_that_died_leaves_what_the_next_run_finishes(vault, fake_embedder, tmp_path):
+    """Planned but not asked (a server killed between slices): the next maintenance asks the rest."""
+    seed_store(vault, fake_embedder, 60)
+    with open_memory(vault, fake_embedder) as memories:
+        assert prepare_maintenance(memories, budget=0)
+    assert decided(vault, fake_embedder) == full_run_of(vault, fake_embedder, tmp_path)
