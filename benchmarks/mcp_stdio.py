@@ -38,9 +38,10 @@ def child_env(code: Path) -> dict[str, str]:
 class Served:
     """One `engram serve --vault VAULT` process run from the checkout `code`; `started` is when."""
 
-    def __init__(self, code: Path, vault: Path) -> None:
+    def __init__(self, code: Path, vault: Path, *, maintenance: bool = True) -> None:
         self.started = time.perf_counter()
-        self._process = subprocess.Popen([sys.executable, "-m", "compiler", "serve", "--vault", str(vault)],
+        flags = [] if maintenance else ["--no-maintenance"]
+        self._process = subprocess.Popen([sys.executable, "-m", "compiler", "serve", "--vault", str(vault), *flags],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                          env=child_env(code), cwd=code)
         self._lines: queue.Queue[bytes] = queue.Queue()
