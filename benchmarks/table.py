@@ -5,7 +5,8 @@ pure embedding, the no-op at its size, cold search), noop.py (the no-op at 10,00
 bench_memory.py at two sizes (store rates, no-op, recall p50/p95, compile RSS), cold.py when this
 checkout has it (cold commands against cold search, ONNX against torch, the MCP server's start),
 bench_wiki.py (ingest, page writes and lint of a 1,000-page wiki), lint_quality.py (lint's
-precision and recall on a labelled wiki) and secrets.py (redaction against detect-secrets) —
+precision and recall on a labelled wiki), secrets.py (redaction against detect-secrets) and
+maintenance_wait.py (how long a tool call waits for a full maintenance at the larger size) —
 then prints one table of figures, their targets and ratios, with the load average, and writes the
 same as JSON to benchmarks/results.json (`--out`). A figure whose benchmark is missing or failed
 reads "not measured". `--quick` runs small sizes (minutes, for development: the figures are not the
@@ -60,6 +61,7 @@ def benchmarks(sizes: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any] |
         "wiki": lambda: child("bench_wiki.py", "--pages", str(sizes.get("wiki_pages", 1000))),
         "lint_quality": lambda: child("lint_quality.py"),
         "secrets": lambda: child("secrets.py"),
+        "maintenance_wait": lambda: child("maintenance_wait.py", "--memories", str(large)),
     }
 
 
@@ -164,6 +166,12 @@ def rows(r: dict[str, Any]) -> list[Row]:
     first, last = get(ml, "unrelated_first_per_second"), get(ml, "unrelated_last_per_second")
     out.append((f"  {1000} unrelated new memories, at {large} / at 0 (flat = 1.00×)",
                 last / first if first and last else None, times, "1.00×"))
+    wait = r.get("maintenance_wait")
+    out.append((f"worst wait of a tool call for a full maintenance, {large} memories (a call every 50 ms)",
+                get(wait, "worst_wait_ms"), lambda v: f"{v:.0f} ms", "≤ 100 ms"))
+    out.append(("  that call's round trip, p50 during / without maintenance",
+                (get(wait, "during_maintenance", "p50_ms"), get(wait, "no_maintenance", "p50_ms")),
+                lambda v: f"{v[0]:.0f} / {v[1]:.0f} ms", ""))
     out += wiki_rows(r)
     return [(label, None if isinstance(v, tuple) and None in v else v, f, t) for label, v, f, t in out]
 

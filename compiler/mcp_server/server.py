@@ -183,7 +183,7 @@ def _reason(error: BaseException) -> str:
         else f"{type(error).__name__} (no message; its traceback is logged above)"
 
 
-SLICE = 0.04  # seconds of maintenance between two chances for a tool call to run
+SLICE = 0.03  # seconds of maintenance between two chances for a tool call to run
 
 
 def _prepare(memory: VaultMemory) -> bool:
