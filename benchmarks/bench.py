@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a checkout: `python benchmarks/bench.py`
 
-from compiler.commands.build_state import load_state  # noqa: E402
-from compiler.commands.compile import VaultPaths, compile_vault  # noqa: E402
-from compiler.commands.compile_index import section_text  # noqa: E402
+from compiler.pipeline.state import load_state  # noqa: E402
+from compiler.pipeline.spine import VaultPaths, compile_vault  # noqa: E402
+from compiler.pipeline.index import section_text  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.cache import text_hash
 from compiler.index.embedder import Embedder, load_embedder  # noqa: E402

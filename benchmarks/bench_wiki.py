@@ -37,7 +37,7 @@ from benchmarks.bench import (  # noqa: E402
     sentence,
     timed,
 )
-from compiler.commands.compile_index import section_text  # noqa: E402
+from compiler.pipeline.index import section_text  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.notes.parse import parse_note  # noqa: E402
 from compiler.wiki.layout import WikiLayout  # noqa: E402

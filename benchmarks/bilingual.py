@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import copy_example  # noqa: E402
 
-from compiler.commands.compile import compile_vault  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.embedder import load_embedder  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench import log  # noqa: E402
 from benchmarks.bench_memory import CHUNK, synthetic_memories  # noqa: E402
-from compiler.commands.compile import compile_vault  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.maintenance import run_maintenance  # noqa: E402

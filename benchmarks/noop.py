@@ -31,7 +31,7 @@ from benchmarks.bench import (  # noqa: E402
     log,
     run_cli,
 )
-from compiler.commands.compile import compile_vault  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from tests.conftest import FakeEmbedder  # noqa: E402
 

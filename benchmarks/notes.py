@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.commands.compile import compile_vault  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.embedder import load_embedder  # noqa: E402
 from compiler.notes.search import hybrid_search, keyword_search, vector_search  # noqa: E402

@@ -21,12 +21,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import compiler.commands.build_inputs as inputs  # noqa: E402
-import compiler.commands.compile as spine  # noqa: E402
-import compiler.commands.compile_graph as graph  # noqa: E402
-import compiler.commands.compile_index as index  # noqa: E402
-import compiler.commands.compile_memories as memories  # noqa: E402
-import compiler.commands.compile_notes as notes  # noqa: E402
+import compiler.pipeline.inputs as inputs  # noqa: E402
+import compiler.pipeline.spine as spine  # noqa: E402
+import compiler.pipeline.graph as graph  # noqa: E402
+import compiler.pipeline.index as index  # noqa: E402
+import compiler.pipeline.memories as memories  # noqa: E402
+import compiler.pipeline.notes as notes  # noqa: E402
 import compiler.core.files as files  # noqa: E402
 import compiler.notes.links as links  # noqa: E402
 import compiler.render.notes as render  # noqa: E402

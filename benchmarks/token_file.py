@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.commands.build_state import load_state  # noqa: E402
-from compiler.commands.compile_index import section_texts  # noqa: E402
+from compiler.pipeline.state import load_state  # noqa: E402
+from compiler.pipeline.index import section_texts  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.cache import text_hash  # noqa: E402
 from compiler.index.embedder import model_identity  # noqa: E402

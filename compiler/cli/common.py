@@ -47,8 +47,8 @@ def vault_and_settings(vault: str | None, *, builds_index: bool = False, **overr
     and --model change it; the others use it whatever the settings say, and a --model naming
     another model is a usage error.
     """
-    from compiler.commands.state_head import recorded_model
-    from compiler.commands.vault_paths import VaultPaths
+    from compiler.pipeline.state_head import recorded_model
+    from compiler.pipeline.vault_paths import VaultPaths
 
     root = find_vault(vault)
     recorded = recorded_model(VaultPaths(root))

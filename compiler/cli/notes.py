@@ -44,7 +44,7 @@ def compile_command(vault_path: str | None, vault: str | None, as_json: bool, st
     terminal, else a line every few seconds), then a one-line summary (what an Obsidian shell
     command shows).
     """
-    from compiler.commands.compile import compile_vault
+    from compiler.pipeline.spine import compile_vault
 
     root, settings = vault_and_settings(vault_path or vault, builds_index=True, out=out, model=model,
                                         chroma_url=chroma_url, now=now)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.commands.build_state import BuildState, load_state
-from compiler.commands.vault_paths import STATE_FILE, VaultPaths
+from compiler.pipeline.state import BuildState, load_state
+from compiler.pipeline.vault_paths import STATE_FILE, VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import GENERATED_YAML, is_generated
 from compiler.core.settings import CONFIG_FILE, Settings, setting_source
@@ -85,7 +85,7 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
 
 def _check_build_inputs(root: Path, state: BuildState, settings: Settings) -> list[BuildWarning]:
     """Settings, model or engram version changed since the compile: every page may change."""
-    from compiler.commands.build_state import rebuild_reason
+    from compiler.pipeline.state import rebuild_reason
     from compiler.core.errors import ModelLoadError
     from compiler.index.embedder import model_identity
 

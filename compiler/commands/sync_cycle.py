@@ -96,7 +96,7 @@ def import_and_compile(vault: Path, settings: Settings, *, embedder: Embedder | 
                        warn: Callable[[BuildWarning], None] = lambda w: None) -> dict[str, Any]:
     """Takes in the chunks not imported yet, then compiles so the pages show them; returns the
     import's counts with the compile summary under "compile" (None without `compile`)."""
-    from compiler.commands.compile import compile_vault
+    from compiler.pipeline.spine import compile_vault
 
     with writer_lock(vault.resolve() / ".engram"):
         result = import_chunks(vault)

@@ -23,7 +23,7 @@ from typing import Any
 
 import watchfiles
 
-from compiler.commands.compile import BuildReport, compile_vault
+from compiler.pipeline.spine import BuildReport, compile_vault
 from compiler.core.errors import EXPECTED, describe
 from compiler.core.settings import Settings
 from compiler.index.embedder import Embedder

@@ -1,6 +1,6 @@
 """Plain, frozen records passed between pipeline stages.
 
-Stages never import each other: the spine (`compiler.commands.compile`) hands these records from one
+Stages never import each other: the spine (`compiler.pipeline.spine`) hands these records from one
 stage to the next. Every record converts to and from a JSON-ready dict so the build state
 can cache parsed notes between compiles.
 """

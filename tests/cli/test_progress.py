@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from compiler.cli.progress import ProgressLines, stderr_progress
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
 
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
 from tests.conftest import FakeEmbedder
 

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from compiler.cli.main import main
 from compiler.commands.check import check_vault
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.commands.setup import HOOK_MARKER
 from compiler.core.settings import Settings, load_settings
 from compiler.index.embedder import model_identity

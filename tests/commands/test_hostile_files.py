@@ -30,7 +30,7 @@ def cli(monkeypatch):
     """Returns a runner of `engram …` (exit code, stdout, stderr) that embeds with FakeEmbedder."""
     fake = FakeEmbedder()
     fake.identity = model_identity(Settings().model)
-    monkeypatch.setattr("compiler.commands.compile_index.load_embedder", lambda name: fake)
+    monkeypatch.setattr("compiler.pipeline.index.load_embedder", lambda name: fake)
     monkeypatch.setattr("compiler.memory.vault.load_embedder", lambda name: fake)
 
     def run(*args: str) -> tuple[int, str, str]:

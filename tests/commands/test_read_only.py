@@ -121,9 +121,9 @@ def test_keyword_search_loads_no_numeric_library(compiled: Path) -> None:
 
 @pytest.mark.integration
 def test_keyword_search_reads_the_state_head_without_the_build_states_module(compiled: Path) -> None:
-    """Which model built the index comes from compiler.commands.state_head (json only): the build
+    """Which model built the index comes from compiler.pipeline.state_head (json only): the build
     state's module and its note records stay out of a cold `engram search`."""
-    assert loaded_modules(compiled, ["search", "rollback"], {"compiler.commands.build_state", "compiler.notes.records"}) \
+    assert loaded_modules(compiled, ["search", "rollback"], {"compiler.pipeline.state", "compiler.notes.records"}) \
         == ([], 0)
 
 

@@ -20,7 +20,7 @@ import watchfiles
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.commands.watch import Build, VaultChanges, watch_vault
 from compiler.core.settings import Settings, load_settings
 from compiler.events.journal import MemoryEvent, append_events

@@ -18,7 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
 from compiler.memory.input import MemoryInput
 from compiler.memory.snapshot import read_events
@@ -41,7 +41,7 @@ vault = Path(sys.argv[1])
 """
 
 COMPILE = PRELUDE + """
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 print("start", flush=True)
 compile_vault(vault, settings, embedder=FakeEmbedder())
 print("done", flush=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
 from compiler.index.embedder import load_embedder
 from compiler.memory.input import MemoryInput

@@ -8,7 +8,7 @@ import sqlite3
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
 from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow, cjk_pairs, match_expression
 

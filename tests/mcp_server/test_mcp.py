@@ -24,7 +24,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from compiler.cli.main import main
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings, load_settings
 from compiler.mcp_server.server import MemoryServer, build_server
 from tests.conftest import FakeEmbedder

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core import clock
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events, new_id

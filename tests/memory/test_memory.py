@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.errors import InputError
 from compiler.core.settings import Settings
 from compiler.events.journal import read_journal

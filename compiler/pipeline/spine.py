@@ -3,7 +3,7 @@ is assembled from those products at the end.
 
 scan → parse → links → embed → index → graph → memory → render → write → save state. Each stage
 takes only what it needs (never the report) and returns a small frozen product or plain values;
-parse lives in compile_notes.py, embed and index in compile_index.py, graph in compile_graph.py.
+parse lives in notes.py, embed and index in index.py, graph in graph.py, memory in memories.py.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compiler.commands.build_inputs import (
+from compiler.pipeline.inputs import (
     forget_inputs,
     gather_inputs,
     save_inputs,
     unchanged_build,
 )
-from compiler.commands.build_state import (
+from compiler.pipeline.state import (
     BuildState,
     parser_fingerprint,
     previous_build,
     save_state,
 )
-from compiler.commands.vault_paths import VaultPaths
+from compiler.pipeline.vault_paths import VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import contained
 from compiler.core.lock import writer_lock
@@ -38,7 +38,7 @@ from compiler.notes.records import ResolvedLink
 from compiler.notes.scan import ScanResult, edited_since, scan_vault
 
 if TYPE_CHECKING:
-    from compiler.commands.compile_notes import Parsed
+    from compiler.pipeline.notes import Parsed
 
 # VaultPaths is re-exported: benchmarks/bench.py imports it from here.
 __all__ = ["BuildReport", "VaultPaths", "compile_vault"]
@@ -114,17 +114,17 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     The stages are imported here, not at the top: a no-op compile in a new process (a
     pre-commit hook, an editor's shell command) never pays for networkx, jinja2 or Chroma.
     """
-    from compiler.commands.compile_graph import related_file, save_graph, update_related
-    from compiler.commands.compile_index import (
+    from compiler.pipeline.graph import related_file, save_graph, update_related
+    from compiler.pipeline.index import (
         SectionVectors,
         choose_model,
         compact_token_vectors,
         section_texts,
         update_indexes,
     )
-    from compiler.commands.compile_memories import compile_memories
-    from compiler.commands.compile_notes import parse_notes
-    from compiler.commands.memory_pages import KeptPages, page_records
+    from compiler.pipeline.memories import compile_memories
+    from compiler.pipeline.notes import parse_notes
+    from compiler.pipeline.memory_pages import KeptPages, page_records
     from compiler.core.files import write_pages
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.memory.index import memory_text

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compiler.commands.compile_notes import Parsed
-from compiler.commands.vault_paths import VaultPaths
+from compiler.pipeline.notes import Parsed
+from compiler.pipeline.vault_paths import VaultPaths
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
 from compiler.index.embedder import (

@@ -24,7 +24,7 @@ class VaultPaths:
 
     @property
     def state(self) -> Path:
-        return self.cache / "state.sqlite"  # compiler.commands.state_store
+        return self.cache / "state.sqlite"  # compiler.pipeline.state_store
 
     @property
     def inputs(self) -> Path:

@@ -1,6 +1,6 @@
 """The build state's head: the few bytes every command reads to learn which model built the index.
 
-Apart from compiler.commands.build_state (the state itself: every note's parse, the file stamps)
+Apart from compiler.pipeline.state (the state itself: every note's parse, the file stamps)
 so that reading it imports only `json`: `engram search` and the memory commands ask this before
 they start, and importing the state's module (its note records, the atomic writer) cost them more
 than reading the head.
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.commands.vault_paths import VaultPaths
+from compiler.pipeline.vault_paths import VaultPaths
 
 STATE_VERSION = 1
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands.build_state import load_state
+from compiler.pipeline.state import load_state
 from compiler.commands.check import check_vault
-from compiler.commands.compile import compile_vault
-from compiler.commands.compile_index import section_texts
+from compiler.pipeline.spine import compile_vault
+from compiler.pipeline.index import section_texts
 from compiler.core.settings import Settings, load_settings
 from compiler.index import token_cache
 from compiler.index.cache import text_hash

@@ -2,7 +2,7 @@
 
 The pages show strength as of the start of the current UTC day (or at the pinned clock): time
 passing alone changes them once a day, not at every compile, so a compile an hour later has
-nothing to write and can take the no-op shortcut (compiler.commands.build_inputs).
+nothing to write and can take the no-op shortcut (compiler.pipeline.inputs).
 
 A compile after a few memory writes digests only the observation pages near what they changed
 (`compiler.render.memory.LastRender`): the build state records where the events stood and what
@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compiler.commands.build_inputs import shown_instant
-from compiler.commands.memory_pages import KeptPages, Record, Stamp
+from compiler.pipeline.inputs import shown_instant
+from compiler.pipeline.memory_pages import KeptPages, Record, Stamp
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning
 from compiler.core.files import is_generated
@@ -79,7 +79,7 @@ def compile_memories(root: Path, settings: Settings, env: jinja2.Environment, pa
     """Returns the memory part of a build. `page_ids` maps the observation pages of the last build
     to their memory ids; `written` maps every vault-relative page to the sha256 we last wrote;
     `records` holds each observation page's input digest and stat at its last write
-    (compiler.commands.memory_pages): a page that matches both is not rendered again. `mark` is
+    (compiler.pipeline.memory_pages): a page that matches both is not rendered again. `mark` is
     the last build's `render_mark`: with it, only the pages near a changed memory are digested."""
     records = records or {}
     result = MemoryStage()

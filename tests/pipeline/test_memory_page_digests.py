@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compiler.commands.build_state import load_state
-from compiler.commands.compile import BuildReport, VaultPaths, compile_vault
+from compiler.pipeline.state import load_state
+from compiler.pipeline.spine import BuildReport, VaultPaths, compile_vault
 from compiler.core.settings import Settings
 from compiler.memory.edits import update_memory
 from compiler.memory.input import MemoryInput

@@ -7,8 +7,8 @@ import json
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.commands.compile import VaultPaths, compile_vault
-from compiler.commands.state_head import head_path, recorded_model
+from compiler.pipeline.spine import VaultPaths, compile_vault
+from compiler.pipeline.state_head import head_path, recorded_model
 from compiler.core.settings import Settings
 
 NOTES = {"Deploy.md": "# Deploy\n\nWe deploy with blue-green releases.\n"}
@@ -41,7 +41,7 @@ def test_a_state_without_a_head_is_read_whole_and_a_deleted_state_means_no_model
 def test_an_older_engrams_json_state_is_reused_once_then_replaced(make_vault, fake_embedder):
     """The first compile after an upgrade reads state.json (no rebuild, nothing re-embedded) and
     leaves state.sqlite in its place; recorded_model reads the old file until then."""
-    from compiler.commands.build_state import load_state
+    from compiler.pipeline.state import load_state
 
     vault = make_vault(NOTES)
     compile_vault(vault, Settings(model="multilingual-e5-small"), embedder=fake_embedder)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import compiler
-from compiler.commands.vault_paths import VaultPaths
+from compiler.pipeline.vault_paths import VaultPaths
 from compiler.core import clock
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings

@@ -8,7 +8,7 @@ with the disk and written whole after any change, and parsed whole by the next c
 returned it) and writes the difference in one transaction; with no base (a first build, a
 rebuild, an older or damaged file) it writes a new file whole and renames it into place. SQLite's
 transaction makes a crash leave the old rows or the new ones, never half of each; a file that
-cannot be read is a full rebuild (compiler.commands.build_state.load_state), never a traceback.
+cannot be read is a full rebuild (compiler.pipeline.state.load_state), never a traceback.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.commands.build_state import BuildState
+from compiler.pipeline.state import BuildState
 from compiler.core.errors import BuildWarning
 from compiler.core.settings import Settings
 from compiler.notes.parse import parse_note

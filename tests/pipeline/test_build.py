@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands.build_state import BuildState, load_state
-from compiler.commands.compile import compile_vault
-from compiler.commands.compile_index import choose_model, embed_sections, update_indexes
-from compiler.commands.compile_notes import parse_notes
-from compiler.commands.vault_paths import VaultPaths
+from compiler.pipeline.state import BuildState, load_state
+from compiler.pipeline.spine import compile_vault
+from compiler.pipeline.index import choose_model, embed_sections, update_indexes
+from compiler.pipeline.notes import parse_notes
+from compiler.pipeline.vault_paths import VaultPaths
 from compiler.core.settings import Settings
 from compiler.notes.scan import scan_vault
 from compiler.notes.search import keyword_search

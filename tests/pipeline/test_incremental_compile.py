@@ -7,8 +7,8 @@ import random
 import shutil
 from pathlib import Path
 
-from compiler.commands.build_state import load_state
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.state import load_state
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
 from tests.conftest import FakeEmbedder
 

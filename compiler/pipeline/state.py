@@ -1,6 +1,6 @@
 """The build state: what the last compile saw, so the next one only redoes what changed.
 
-Lives in `.engram/cache/state.sqlite` (one row per note, file, page: compiler.commands.state_store)
+Lives in `.engram/cache/state.sqlite` (one row per note, file, page: compiler.pipeline.state_store)
 — derived and disposable: deleting it means a full rebuild that produces the same pages. A
 compile builds a new state once, at its end; nothing mutates one, and saving it writes only the
 rows that differ from the state the compile started from.
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.commands.state_head import STATE_VERSION, head_bytes, head_path, legacy_path
-from compiler.commands.state_store import PARTS, read_state, write_state
-from compiler.commands.vault_paths import STATE_FILE, VaultPaths
+from compiler.pipeline.state_head import STATE_VERSION, head_bytes, head_path, legacy_path
+from compiler.pipeline.state_store import PARTS, read_state, write_state
+from compiler.pipeline.vault_paths import STATE_FILE, VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
@@ -37,9 +37,9 @@ class BuildState:
     pages: dict[str, str] = field(default_factory=dict)  # vault-relative page → sha256 (for `engram check`)
     memory_events: str = ""  # digest of the memory events the pages were rendered from ("" when none)
     # observation page → (digest of what it was rendered from, size, mtime_ns, inode once written):
-    # a page whose digest and stat both still match is not rendered again (compiler.commands.memory_pages)
+    # a page whose digest and stat both still match is not rendered again (compiler.pipeline.memory_pages)
     memory_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
-    # where the memory events stood and what the pages were made with (compile_memories.render_mark)
+    # where the memory events stood and what the pages were made with (compiler.pipeline.memories.render_mark)
     memory_mark: dict[str, Any] = field(default_factory=dict)
     # the same as memory_renders for the note pages (catalog, health, backlinks): a page whose inputs did not move is kept
     note_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
@@ -52,7 +52,7 @@ class BuildState:
                 "memory_mark": self.memory_mark}
 
     def parts(self) -> dict[str, dict[str, Any]]:
-        """Returns {part: {key: value}}: the rows of compiler.commands.state_store."""
+        """Returns {part: {key: value}}: the rows of compiler.pipeline.state_store."""
         return {"files": self.files, "notes": self.notes, "warnings": {p: ws for p, ws in self.warnings.items() if ws},
                 "memory_pages": self.memory_pages, "pages": self.pages, "memory_renders": self.memory_renders,
                 "note_renders": self.note_renders}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands.compile import compile_vault
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
 from compiler.index import late_interaction
 from compiler.index.token_cache import TokenVectorCache

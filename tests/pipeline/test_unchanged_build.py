@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands import build_inputs
-from compiler.commands.compile import compile_vault
+from compiler.pipeline import inputs
+from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
@@ -27,7 +27,7 @@ PINNED = Settings(now="2026-11-30 12:00:00")
 @pytest.fixture
 def scans(monkeypatch):
     """Counts the full-build path: how many times `previous_build` (it loads the whole state) ran."""
-    import compiler.commands.compile as spine
+    import compiler.pipeline.spine as spine
 
     calls = []
     original = spine.previous_build
@@ -116,7 +116,7 @@ def test_changed_template_or_setting_renders_again(make_vault, fake_embedder):
 def test_changed_code_builds_again(make_vault, fake_embedder, scans, monkeypatch):
     vault = make_vault(NOTES)
     built(vault, fake_embedder)
-    monkeypatch.setattr(build_inputs, "_code_stats", lambda: [("render/notes.py", 1, 2, 3)])
+    monkeypatch.setattr(inputs, "_code_stats", lambda: [("render/notes.py", 1, 2, 3)])
     built(vault, fake_embedder)
     assert len(scans) == 2
 

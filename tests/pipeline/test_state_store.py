@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.commands import state_store
-from compiler.commands.build_state import load_state
-from compiler.commands.compile import VaultPaths, compile_vault
+from compiler.pipeline import state_store
+from compiler.pipeline.state import load_state
+from compiler.pipeline.spine import VaultPaths, compile_vault
 from compiler.core.settings import Settings
 
 NOTES = {f"N{i}.md": f"# N{i}\n\nNote {i} links [[N{(i + 1) % 8}]].\n\n## Part\n\nMore of {i}.\n" for i in range(8)}
@@ -28,7 +28,7 @@ def test_one_edit_writes_a_few_rows_and_leaves_the_state_a_fresh_compile_saves(m
     counts: list[int] = []
     write = state_store.write_state
     monkeypatch.setattr(state_store, "write_state", lambda *a: counts.append(write(*a)) or counts[-1])
-    monkeypatch.setattr("compiler.commands.build_state.write_state", state_store.write_state)
+    monkeypatch.setattr("compiler.pipeline.state.write_state", state_store.write_state)
     (vault / "N3.md").write_text(NOTES["N3.md"] + "\n## New\n\nA heading more.\n")
     compile_vault(vault, Settings(), embedder=fake_embedder)
     rows = len([k for part in saved(vault).values() if isinstance(part, dict) for k in part])
