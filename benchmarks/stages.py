@@ -32,7 +32,7 @@ import compiler.notes.links as links  # noqa: E402
 import compiler.render.notes as render  # noqa: E402
 from benchmarks.bench import compiled_texts, generate_vault, log  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
-from compiler.index.embedder import load_embedder  # noqa: E402
+from compiler.embed.embedder import load_embedder  # noqa: E402
 
 STAGES = [(notes, "parse_notes"), (links, "resolve_links"), (index, "embed_sections"), (index, "update_indexes"),
           (graph, "update_related"), (graph, "save_graph"), (memories, "compile_memories"),

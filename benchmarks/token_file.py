@@ -22,7 +22,7 @@ from compiler.pipeline.state import load_state  # noqa: E402
 from compiler.pipeline.index import section_texts  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.index.cache import text_hash  # noqa: E402
-from compiler.index.embedder import model_identity  # noqa: E402
+from compiler.embed.embedder import model_identity  # noqa: E402
 from compiler.index.token_cache import TokenVectorCache  # noqa: E402
 from compiler.memory.index import memory_text  # noqa: E402
 from compiler.memory.vault import VaultMemory, read_memories  # noqa: E402

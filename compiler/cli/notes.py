@@ -171,7 +171,7 @@ def vsearch_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> 
     from compiler.cli.one_shot import one_shot_process
 
     one_shot_process()  # before numpy loads: this process embeds one query and exits
-    from compiler.index.embedder import load_embedder
+    from compiler.embed.embedder import load_embedder
     from compiler.notes.search import vector_search
 
     text = _query_text(query, shown)
@@ -187,7 +187,7 @@ def query_command(query: tuple[str, ...], vault: str | None, **shown: Any) -> No
     from compiler.cli.one_shot import one_shot_process
 
     one_shot_process()  # before numpy loads: this process embeds one query and exits
-    from compiler.index.embedder import load_embedder
+    from compiler.embed.embedder import load_embedder
     from compiler.notes.search import hybrid_search
 
     text = _query_text(query, shown)

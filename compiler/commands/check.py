@@ -87,7 +87,7 @@ def _check_build_inputs(root: Path, state: BuildState, settings: Settings) -> li
     """Settings, model or engram version changed since the compile: every page may change."""
     from compiler.pipeline.state import rebuild_reason
     from compiler.core.errors import ModelLoadError
-    from compiler.index.embedder import model_identity
+    from compiler.embed.embedder import model_identity
 
     try:
         identity = model_identity(settings.model)

@@ -139,7 +139,7 @@ def model_check(model: str) -> dict[str, Any]:
     """Loads `model` and embeds one sentence; returns {"model", "identity", "dimension", "seconds"},
     or {"model", "error"} when it does not load."""
     # torch: only when the model is checked
-    from compiler.index.embedder import load_embedder
+    from compiler.embed.embedder import load_embedder
 
     started = time.perf_counter()
     try:

@@ -28,7 +28,7 @@ from compiler.core.lock import writer_lock
 from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
 from compiler.events.manifest import MANIFEST
-from compiler.index.embedder import Embedder
+from compiler.embed.embedder import Embedder
 from compiler.sync.exchange import (
     export_memories,
     import_chunks,

@@ -26,7 +26,7 @@ import watchfiles
 from compiler.pipeline.spine import BuildReport, compile_vault
 from compiler.core.errors import EXPECTED, describe
 from compiler.core.settings import Settings
-from compiler.index.embedder import Embedder
+from compiler.embed.embedder import Embedder
 from compiler.notes.scan import ALWAYS_IGNORED, is_ignored
 
 # What a build reads under .engram/: the memory journal, chunks from other machines, the default

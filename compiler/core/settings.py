@@ -20,7 +20,7 @@ from compiler.core.errors import UsageError
 
 CONFIG_FILE = "engram.toml"
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
-MULTILINGUAL_MODEL = "multilingual-e5-small"  # the optional extra `engram-vault-compiler[multilingual]` (index/e5.py)
+MULTILINGUAL_MODEL = "multilingual-e5-small"  # the optional extra `engram-vault-compiler[multilingual]` (embed/e5.py)
 
 # Settings the environment overrides (engram.toml < these < command-line options).
 ENV_VARS = {"model": "ENGRAM_MODEL", "chroma_url": "ENGRAM_CHROMA_URL", "now": "ENGRAM_NOW"}

@@ -10,7 +10,7 @@ block products (hundreds of rows at once) keep every thread.
 A command that runs one query and exits (`engram query`, `vsearch`, `recall`, `memory add`) starts
 OpenBLAS with one thread instead (`one_thread_process`): it never runs a block product, and the
 worker OpenBLAS starts per core at import spins on the other core for a while before it sleeps,
-which is the core the model's session is created on (compiler.index.onnx_minilm).
+which is the core the model's session is created on (compiler.embed.onnx_minilm).
 """
 
 from __future__ import annotations

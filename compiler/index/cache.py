@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.core.derived_sqlite import connect_derived, connect_readonly
 from compiler.core.errors import DERIVED, full_disk_guard
-from compiler.index.embedder import Embedder, batch_order
+from compiler.embed.embedder import Embedder, batch_order
 
 WRITE_BATCH = 128  # texts embedded per cache write: progress and a crash-safe cache every few seconds
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from compiler.index.blas import one_thread
 from compiler.index.cache import EmbeddingCache, text_hash
-from compiler.index.embedder import Embedder, batch_order
+from compiler.embed.embedder import Embedder, batch_order
 from compiler.index.keywords import STOPWORDS
 from compiler.index.token_cache import TokenVectorCache
 

@@ -46,7 +46,7 @@ from compiler.memory.input import MemoryInput
 from compiler.notes.access import MAX_PATH_CHARS
 
 if TYPE_CHECKING:  # the memory library pulls numpy and the index in: imported on the worker, after the handshake
-    from compiler.index.embedder import Embedder
+    from compiler.embed.embedder import Embedder
     from compiler.memory.vault import VaultMemory
 
 MAX_QUERY_CHARS = 2000

@@ -24,7 +24,7 @@ from compiler.core.clock import parse_time
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events
-from compiler.index.embedder import Embedder, load_embedder, model_identity
+from compiler.embed.embedder import Embedder, load_embedder, model_identity
 from compiler.memory import index as memory_index
 from compiler.memory.index import MemoryIndex
 from compiler.memory.resolve import Thresholds

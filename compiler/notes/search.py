@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.errors import NotFoundError
-from compiler.index.embedder import embed_query
+from compiler.embed.embedder import embed_query
 from compiler.index.keywords import KeywordIndex, NoteRow
 from compiler.notes.saved_graph import load_graph
 

@@ -14,7 +14,7 @@ from compiler.pipeline.notes import Parsed
 from compiler.pipeline.vault_paths import VaultPaths
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
-from compiler.index.embedder import (
+from compiler.embed.embedder import (
     Embedder,
     has_token_vectors,
     load_embedder,

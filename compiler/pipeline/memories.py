@@ -31,7 +31,7 @@ from compiler.core.files import is_generated
 from compiler.core.settings import Settings
 from compiler.events import journal
 from compiler.events.journal import MemoryEvent, append_events, new_id
-from compiler.index.embedder import Embedder
+from compiler.embed.embedder import Embedder
 from compiler.memory import model
 from compiler.memory.maintenance import (
     events_digest,

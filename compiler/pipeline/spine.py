@@ -33,7 +33,7 @@ from compiler.core.files import contained
 from compiler.core.lock import writer_lock
 from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
-from compiler.index.embedder import Embedder, model_identity
+from compiler.embed.embedder import Embedder, model_identity
 from compiler.notes.records import ResolvedLink
 from compiler.notes.scan import ScanResult, edited_since, scan_vault
 

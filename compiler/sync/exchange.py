@@ -38,7 +38,7 @@ from compiler.events.store import (
     pending_events,
     read_vault_chunks,
 )
-from compiler.index.embedder import Embedder
+from compiler.embed.embedder import Embedder
 from compiler.memory.model import fold
 from compiler.sync.export import build_chunk, pending_redactions
 

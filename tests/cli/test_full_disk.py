@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from compiler.cli.main import main
 from compiler.core.errors import StorageFullError, describe
 from compiler.core.settings import Settings
-from compiler.index import embedder as embedder_module
+from compiler.embed import embedder as embedder_module
 from compiler.index.cache import EmbeddingCache
 from tests.conftest import FakeEmbedder
 

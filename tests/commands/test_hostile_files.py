@@ -14,7 +14,7 @@ from compiler.cli.main import main
 from compiler.core.errors import UsageError
 from compiler.core.files import MAX_NAME_BYTES, bounded_name, contained, write_pages
 from compiler.core.settings import Settings
-from compiler.index.embedder import model_identity
+from compiler.embed.embedder import model_identity
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import store_memory

@@ -20,7 +20,7 @@ import pytest
 
 from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
-from compiler.index.embedder import load_embedder
+from compiler.embed.embedder import load_embedder
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory

@@ -1,5 +1,5 @@
 """A compile embeds its texts in batches of similar length, by the model's own count of pieces
-when it gives one (compiler.index.embedder.batch_order): fewer padded pieces per batch."""
+when it gives one (compiler.embed.embedder.batch_order): fewer padded pieces per batch."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from compiler.core.settings import BUNDLED_MODEL, Settings
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, text_hash
 from compiler.index.token_cache import TokenVectorCache
-from compiler.index.embedder import load_embedder
+from compiler.embed.embedder import load_embedder
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory

@@ -87,7 +87,7 @@ def _recall_without_torch(vault, tmp_path, **env_vars):
 @pytest.mark.integration
 def test_recall_without_torch_runs_on_onnx(vault, tmp_path):
     from compiler.core.settings import BUNDLED_MODEL
-    from compiler.index.onnx_minilm import OnnxEmbedder
+    from compiler.embed.onnx_minilm import OnnxEmbedder
 
     OnnxEmbedder.load(BUNDLED_MODEL)  # the ONNX file exists (exported here, with torch, when it did not)
     done = _recall_without_torch(vault, tmp_path)

@@ -19,7 +19,7 @@ from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
 from compiler.index import late_interaction
 from compiler.index.token_cache import TokenVectorCache
-from compiler.index.embedder import load_embedder
+from compiler.embed.embedder import load_embedder
 from compiler.index.keywords import KeywordIndex
 from compiler.memory.input import read_import_file
 from compiler.memory.recall import recall

@@ -1,4 +1,4 @@
-"""The optimized copy of the exported model (compiler.index.onnx_optimized): the exported file's
+"""The optimized copy of the exported model (compiler.embed.onnx_optimized): the exported file's
 vectors to the bit, made once, checked by its record, rebuilt when a file is damaged or missing."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ import onnxruntime
 import pytest
 
 from compiler.core.settings import BUNDLED_MODEL
-from compiler.index import onnx_optimized
-from compiler.index.minilm import bundled_model_dir, minilm_identity
-from compiler.index.onnx_export import cached_onnx, file_sha256, recorded_sha256
-from compiler.index.onnx_minilm import OnnxEmbedder
-from compiler.index.onnx_optimized import (
+from compiler.embed import onnx_optimized
+from compiler.embed.minilm import bundled_model_dir, minilm_identity
+from compiler.embed.onnx_export import cached_onnx, file_sha256, recorded_sha256
+from compiler.embed.onnx_minilm import OnnxEmbedder
+from compiler.embed.onnx_optimized import (
     GRAPH,
     RECORD,
     WEIGHTS,
     optimized_folder,
     optimized_model,
 )
-from tests.index.test_onnx_minilm import TEXTS
+from tests.embed.test_onnx_minilm import TEXTS
 
 pytestmark = pytest.mark.integration
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.space import free_bytes, is_disk_full, size_text
-from compiler.index.onnx_export import INPUTS, PROBES, file_sha256, restamped, write_record
+from compiler.embed.onnx_export import INPUTS, PROBES, file_sha256, restamped, write_record
 
 RECIPE = "ort-extended-external-prepacked-v1"  # a new name when the recipe changes: folders of the old one are rebuilt
 GRAPH, WEIGHTS, RECORD = "model.onnx", "weights.bin", "record.json"
@@ -181,7 +181,7 @@ def _difference(onnx_file: Path, graph: Path) -> float:
     import onnxruntime
     from tokenizers import Tokenizer
 
-    from compiler.index.minilm import bundled_model_dir
+    from compiler.embed.minilm import bundled_model_dir
 
     tokenizer = Tokenizer.from_file(str(bundled_model_dir() / "tokenizer.json"))
     tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")

