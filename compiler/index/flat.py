@@ -35,7 +35,6 @@ import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,28 +43,26 @@ import numpy as np
 from compiler.core.errors import DERIVED, CorruptDataError, InputError, full_disk_guard
 from compiler.core.files import fsync_folder, write_after
 from compiler.index.blas import one_thread
+from compiler.index.flat_query import best_of, matching, query_rows, unit_rows
+from compiler.index.flat_rows import (
+    EMPTY,
+    SCHEMA,
+    SQL_BATCH,
+    Snapshot,
+    advance_snapshot,
+    checked_state,
+    load_snapshot,
+    map_rows,
+    read_state,
+    select,
+    set_state,
+)
 from compiler.index.vectors import VectorHit
 
 FOLDER = "flat"  # in .engram/cache
 COMPACT_MIN = 1024  # dead rows tolerated whatever the live count: small stores are never rewritten
 _QUERY_BLOCK = 256  # query rows scored at once: 256 × 50,000 × 4 bytes = 51 MB
-_SQL_BATCH = 500  # SQLite caps the variables of one statement
-_STATE_KEYS = ("uid", "generation", "rows", "dead", "dim", "file", "mirror_all")
 _BUSY_SECONDS = 60.0
-TAIL_MAX = 4096  # rows a process keeps in memory after its own appends before it maps the file again
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value);
-CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, row INTEGER NOT NULL, document TEXT NOT NULL,
-                                  metadata TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS unmirrored (id TEXT PRIMARY KEY);
-CREATE INDEX IF NOT EXISTS items_path ON items (json_extract(metadata, '$.path'), id);
-CREATE INDEX IF NOT EXISTS items_project ON items (json_extract(metadata, '$.project'), row);
-CREATE INDEX IF NOT EXISTS items_project_kind ON items (json_extract(metadata, '$.project'),
-                                                        json_extract(metadata, '$.kind'), row);
-"""  # the indexes (covering): what compile deletes by (a note's sections), recall filters on (a project)
-# and a write resolves against (its project and kind). A store made before one of them gets it on
-# its next write; until then a read of it filters the slow way, with the same answer.
 
 
 def store_path(cache_dir: Path, name: str) -> Path:
@@ -76,50 +73,6 @@ def store_path(cache_dir: Path, name: str) -> Path:
 def stores(cache_dir: Path) -> list[FlatStore]:
     """Returns every flat store under `cache_dir`, by name."""
     return [FlatStore(cache_dir, p.stem) for p in sorted((cache_dir / FOLDER).glob("*.sqlite"))]
-
-
-@dataclass
-class _Snapshot:
-    """What a reader sees of a store at one generation."""
-
-    key: tuple[str, int] = ("", -1)  # (the store's identity, generation)
-    file: str = ""
-    dim: int = 0
-    mapped: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))  # the first rows
-    # The rows this process appended since it mapped the file, kept in memory: mapping the file
-    # again on every write made the next read fault in every page it touched (12 ms for one
-    # project's 2,500 rows of a 50,000-row store). Mapped again once the tail grows (TAIL_MAX).
-    tail: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
-    ids: list[str | None] = field(default_factory=list)  # per row; None for a dead row
-    alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    row_of: dict[str, int] = field(default_factory=dict)
-    masks: dict[str, tuple[list[tuple[str, list[Any]]], np.ndarray]] = field(default_factory=dict)  # see _matching
-
-    @property
-    def live(self) -> int:
-        return len(self.row_of)
-
-    def whole(self, folder: Path) -> np.ndarray:
-        """Returns every row as one matrix, the file mapped again first if there is a tail: a full
-        scan then computes the same floats a fresh read does."""
-        if len(self.tail):
-            self.mapped = _map(folder / self.file, len(self.ids), self.dim)  # before the tail goes: see take
-            self.tail = np.zeros((0, self.dim), dtype=np.float32)
-        return self.mapped
-
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        """Returns the vectors of `rows` (ascending), as one matrix."""
-        split = int(np.searchsorted(rows, len(self.mapped)))
-        if split == len(rows):
-            return self.mapped[rows]
-        return np.vstack([self.mapped[rows[:split]], self.tail[rows[split:] - len(self.mapped)]])
-
-    def row(self, row: int) -> np.ndarray:
-        return np.array(self.mapped[row] if row < len(self.mapped) else self.tail[row - len(self.mapped)])
-
-
-_EMPTY = _Snapshot()
-_SEEN: dict[str, _Snapshot] = {}  # store file → what this process last read of it
 
 
 class FlatStore:
@@ -141,7 +94,7 @@ class FlatStore:
 
     def usable(self) -> bool:
         """True when the store exists and reads (a fresh clone or an old cache has none)."""
-        return self._snapshot() is not _EMPTY
+        return self._snapshot() is not EMPTY
 
     def count(self) -> int:
         return self._snapshot().live
@@ -151,18 +104,18 @@ class FlatStore:
         with self._reading() as (db, snap):
             if n <= 0 or not snap.live:
                 return []
-            query = _query_rows(vector[None, :], snap, self.path)[0]
+            query = query_rows(vector[None, :], snap.dim, self.path)[0]
             if where is None:
                 candidates = np.flatnonzero(snap.alive)
                 with one_thread():
                     scores = (snap.whole(self._folder) @ query)[candidates]
             else:  # only the matching rows are read and scored: a project is a 20th of the store
-                candidates = np.flatnonzero(snap.alive & self._matching(db, snap, where))
+                candidates = np.flatnonzero(snap.alive & matching(db, snap.masks, len(snap.ids), where))
                 with one_thread():
                     scores = snap.take(candidates) @ query
-            best = _best(scores, n)
+            best = best_of(scores, n)
             ids = [snap.ids[r] for r in candidates[best]]
-            found = {i: (d, m) for i, d, m in _select(db, "id, document, metadata", ids)}
+            found = {i: (d, m) for i, d, m in select(db, "id, document, metadata", ids)}
         return [VectorHit(i, float(c), json.loads(found[i][1]), found[i][0])  # type: ignore[index]
                 for i, c in zip(ids, scores[best]) if i in found]
 
@@ -177,8 +130,9 @@ class FlatStore:
         with self._reading() as (db, snap):
             if not snap.live or len(vectors) == 0:
                 return [[] for _ in range(len(vectors))]
-            queries = _query_rows(vectors, snap, self.path)
-            rows = np.flatnonzero(snap.alive if where is None else snap.alive & self._matching(db, snap, where))
+            queries = query_rows(vectors, snap.dim, self.path)
+            rows = np.flatnonzero(snap.alive if where is None
+                                  else snap.alive & matching(db, snap.masks, len(snap.ids), where))
         if not len(rows):
             return [[] for _ in range(len(vectors))]
         matrix = snap.whole(self._folder) if where is None else snap.take(rows)  # rows ascending: ties go by row
@@ -192,7 +146,7 @@ class FlatStore:
                 with one_thread():  # a few rows: waking BLAS threads cost 10× the product on a busy machine
                     scores = (matrix @ block.T).T
             for row in scores:
-                top = _best(row, min(n, len(rows)))
+                top = best_of(row, min(n, len(rows)))
                 found.append([(snap.ids[r], float(row[k])) for k, r in  # type: ignore[misc]
                               zip(top, top if where is None else rows[top])])
         return found
@@ -209,7 +163,7 @@ class FlatStore:
         """Returns (vector, document, metadata) of each known id: what a mirror copies."""
         with self._reading() as (db, snap):
             return {i: (snap.row(snap.row_of[i]), d, json.loads(m))
-                    for i, d, m in _select(db, "id, document, metadata", ids) if i in snap.row_of}
+                    for i, d, m in select(db, "id, document, metadata", ids) if i in snap.row_of}
 
     def unmirrored(self) -> tuple[bool, list[str]]:
         """Returns (whether Chroma must be rebuilt whole, the ids changed since it was last in step)."""
@@ -217,30 +171,30 @@ class FlatStore:
             with self._reading() as (db, _):
                 if db is None:
                     return False, []
-                everything = bool(_state(db).get("mirror_all", 1))
+                everything = bool(read_state(db).get("mirror_all", 1))
                 return everything, [i for (i,) in db.execute("SELECT id FROM unmirrored ORDER BY id")]
         except sqlite3.DatabaseError:
             return True, []
 
-    def _snapshot(self) -> _Snapshot:
+    def _snapshot(self) -> Snapshot:
         with self._reading() as (_, snap):
             return snap
 
     @contextmanager
-    def _reading(self) -> Iterator[tuple[sqlite3.Connection | None, _Snapshot]]:
+    def _reading(self) -> Iterator[tuple[sqlite3.Connection | None, Snapshot]]:
         """Yields (the connection, the current snapshot) inside one read transaction: a writer cannot
         commit (nor unlink a compacted file) between reading the state and mapping the rows."""
         db = self._connection()
         if db is None:
-            yield None, _EMPTY
+            yield None, EMPTY
             return
         try:
             db.execute("BEGIN")
-            snap = self._load(db)
+            snap = load_snapshot(db, self.path, self._folder)
         except (sqlite3.DatabaseError, OSError, ValueError, KeyError, TypeError):
             if db.in_transaction:
                 db.execute("ROLLBACK")
-            yield None, _EMPTY  # damaged: reads as empty, and the next reset rebuilds it
+            yield None, EMPTY  # damaged: reads as empty, and the next reset rebuilds it
             return
         try:
             yield db, snap
@@ -259,38 +213,6 @@ class FlatStore:
                 return None
         return self._db
 
-    def _load(self, db: sqlite3.Connection) -> _Snapshot:
-        state = _checked_state(db)
-        key = (str(state["uid"]), int(state["generation"]))
-        seen = _SEEN.get(str(self.path))
-        if seen is not None and seen.key == key:
-            return seen
-        rows, dim, file = int(state["rows"]), int(state["dim"]), str(state["file"])
-        ids: list[str | None] = [None] * rows
-        for row, item in db.execute("SELECT row, id FROM items"):
-            ids[row] = item
-        snap = _Snapshot(key, file, dim, _map(self._folder / file, rows, dim), np.zeros((0, dim), np.float32), ids)
-        snap.alive = np.array([i is not None for i in ids], dtype=bool)
-        snap.row_of = {i: r for r, i in enumerate(ids) if i is not None}
-        _SEEN[str(self.path)] = snap
-        return snap
-
-    def _matching(self, db: sqlite3.Connection | None, snap: _Snapshot, where: dict[str, Any]) -> np.ndarray:
-        """Returns the rows whose metadata match a Chroma-style `where`: {key: value}, {key: {"$eq"|"$in": …}},
-        {"$and": [...]}. A where on text values is kept with the snapshot and extended by this
-        process's own writes (selecting a project's 2,500 rows again took 4 ms per write at 50k)."""
-        clauses = _clauses(where)
-        key = repr(clauses)
-        if key in snap.masks:
-            return snap.masks[key][1]
-        mask = np.zeros(len(snap.ids), dtype=bool)
-        assert db is not None
-        sql = " AND ".join(f"json_extract(metadata, '$.{k}') IN ({','.join('?' * len(v))})" for k, v in clauses)
-        rows = [r for (r,) in db.execute(f"SELECT row FROM items WHERE {sql}", [x for _, v in clauses for x in v])]
-        mask[rows] = True
-        if all(isinstance(x, str) for _, v in clauses for x in v):  # json_extract and Python agree on text
-            snap.masks[key] = (clauses, mask)
-        return mask
 
     # -- writing (the caller holds the writer lock) ---------------------------------------------
 
@@ -301,7 +223,7 @@ class FlatStore:
             return
         last = {i: k for k, i in enumerate(ids)}  # an id given twice: its last row wins, like an upsert
         keep = sorted(last.values())
-        unit = _unit(np.asarray(vectors, dtype=np.float32)[keep])
+        unit = unit_rows(np.asarray(vectors, dtype=np.float32)[keep])
         items = [(ids[k], documents[k], json.dumps(metadatas[k], sort_keys=True, ensure_ascii=False)) for k in keep]
         needed = unit.nbytes + sum(len(d) + len(m) for _, d, m in items)
         with self._writing(needed) as (db, state, changes):
@@ -310,14 +232,14 @@ class FlatStore:
                 raise InputError(f"the store holds {dim}-dimensional vectors, not {unit.shape[1]} "
                                  "(a new model: run `engram compile`)", path=str(self.path))
             rows = int(state["rows"])
-            replaced = sum(1 for _ in _select(db, "id", [i for i, _, _ in items]))  # their old rows die
+            replaced = sum(1 for _ in select(db, "id", [i for i, _, _ in items]))  # their old rows die
             write_after(self._folder / str(state["file"]), rows * dim * 4, np.ascontiguousarray(unit, dtype=np.float32).tobytes())
             self._appended = (rows, unit, [metadatas[k] for k in keep])
             db.executemany("INSERT INTO items (id, row, document, metadata) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
                            "DO UPDATE SET row = excluded.row, document = excluded.document, metadata = excluded.metadata",
                            [(i, rows + k, d, m) for k, (i, d, m) in enumerate(items)])
             db.executemany("INSERT OR IGNORE INTO unmirrored VALUES (?)", [(i,) for i, _, _ in items])
-            _set(db, rows=rows + len(items), dim=dim, dead=int(state["dead"]) + replaced)
+            set_state(db, rows=rows + len(items), dim=dim, dead=int(state["dead"]) + replaced)
             changes.update((i, rows + k) for k, (i, _, _) in enumerate(items))
 
     def delete_ids(self, ids: Sequence[str]) -> None:
@@ -325,10 +247,10 @@ class FlatStore:
             return
         with self._writing() as (db, state, changes):
             dead = int(state["dead"])
-            for start in range(0, len(ids), _SQL_BATCH):
-                batch = list(ids[start:start + _SQL_BATCH])
+            for start in range(0, len(ids), SQL_BATCH):
+                batch = list(ids[start:start + SQL_BATCH])
                 dead += db.execute(f"DELETE FROM items WHERE id IN ({','.join('?' * len(batch))})", batch).rowcount
-            _set(db, dead=dead)
+            set_state(db, dead=dead)
             db.executemany("INSERT OR IGNORE INTO unmirrored VALUES (?)", [(i,) for i in ids])
             changes.update((i, None) for i in ids)
 
@@ -338,8 +260,8 @@ class FlatStore:
             return
         db = self._writer()
         found: list[str] = []
-        for start in range(0, len(paths), _SQL_BATCH):
-            batch = list(paths[start:start + _SQL_BATCH])
+        for start in range(0, len(paths), SQL_BATCH):
+            batch = list(paths[start:start + SQL_BATCH])
             found += [i for (i,) in db.execute("SELECT id FROM items WHERE json_extract(metadata, '$.path') "
                                                f"IN ({','.join('?' * len(batch))})", batch)]
         self.delete_ids(found)
@@ -352,7 +274,7 @@ class FlatStore:
             with self._writing() as (db, state, _):
                 db.execute("DELETE FROM items")
                 db.execute("DELETE FROM unmirrored")
-                _set(db, rows=0, dead=0, dim=0, mirror_all=1, file=f"{self.name}.{int(state['generation']) + 1}.f32")
+                set_state(db, rows=0, dead=0, dim=0, mirror_all=1, file=f"{self.name}.{int(state['generation']) + 1}.f32")
         except (sqlite3.DatabaseError, CorruptDataError, KeyError, ValueError):  # damaged: start over (it is derived)
             self.close()
             for path in [self.path, self.path.with_name(self.path.name + "-journal"), *self._row_files()]:
@@ -362,11 +284,11 @@ class FlatStore:
     def mirrored(self, everything: bool, ids: Sequence[str]) -> None:
         """Records that Chroma holds `ids` as this store does (and, with `everything`, all of it)."""
         with self._writing(bump=False) as (db, _, _):
-            for start in range(0, len(ids), _SQL_BATCH):
-                batch = list(ids[start:start + _SQL_BATCH])
+            for start in range(0, len(ids), SQL_BATCH):
+                batch = list(ids[start:start + SQL_BATCH])
                 db.execute(f"DELETE FROM unmirrored WHERE id IN ({','.join('?' * len(batch))})", batch)
             if everything:
-                _set(db, mirror_all=0)
+                set_state(db, mirror_all=0)
 
     def close(self) -> None:
         if self._db is not None:
@@ -387,11 +309,11 @@ class FlatStore:
                 db.execute("PRAGMA synchronous=NORMAL")
                 try:
                     db.execute("BEGIN IMMEDIATE")
-                    for statement in _SCHEMA.split(";"):  # not executescript: it would commit
+                    for statement in SCHEMA.split(";"):  # not executescript: it would commit
                         if statement.strip():
                             db.execute(statement)
-                    if not _state(db):
-                        _set(db, uid=uuid.uuid4().hex, generation=0, rows=0, dead=0, dim=0,
+                    if not read_state(db):
+                        set_state(db, uid=uuid.uuid4().hex, generation=0, rows=0, dead=0, dim=0,
                              file=f"{self.name}.0.f32", mirror_all=1)
                     db.execute("COMMIT")
                 except BaseException:
@@ -413,65 +335,36 @@ class FlatStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 try:
-                    before = _checked_state(db)
+                    before = checked_state(db)
                 except KeyError as error:  # reads see it as empty, so every caller resets it before writing
                     raise CorruptDataError(f"{error.args[0]}; delete it and run `engram compile`",
                                            path=str(self.path)) from error
                 yield db, before, changes
                 if bump:
-                    _set(db, generation=int(before["generation"]) + 1)
+                    set_state(db, generation=int(before["generation"]) + 1)
                     self._compact_if_due(db)
-                after = _state(db)
+                after = read_state(db)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:  # a failed COMMIT (a full disk) may have rolled back already
                     db.execute("ROLLBACK")
                 raise
         if bump:
-            self._advance(before, after, changes)
+            appended, self._appended = self._appended, None
+            advance_snapshot(self.path, self._folder, before, after, changes, appended)
         for stale in self._row_files():
             if stale.name != str(after["file"]):
                 stale.unlink(missing_ok=True)
 
-    def _advance(self, before: dict[str, Any], after: dict[str, Any], changes: dict[str, int | None]) -> None:
-        """Brings this process's snapshot from `before` to `after` with the changes it just wrote
-        (O(changes), not O(store)); a snapshot from another generation, or a new row file, is dropped."""
-        key = str(self.path)
-        seen = _SEEN.pop(key, None)
-        if seen is None or seen.key != (str(before["uid"]), int(before["generation"])) or after["file"] != seen.file:
-            return
-        rows, dim = int(after["rows"]), int(after["dim"])
-        seen.ids.extend([None] * (rows - len(seen.ids)))
-        seen.alive = np.concatenate([seen.alive, np.zeros(rows - len(seen.alive), dtype=bool)])
-        for item, row in changes.items():
-            old = seen.row_of.pop(item, None)
-            if old is not None:
-                seen.ids[old], seen.alive[old] = None, False
-            if row is not None:
-                seen.ids[row], seen.alive[row], seen.row_of[item] = item, True, row
-        seen.key, seen.dim = (str(after["uid"]), int(after["generation"])), dim
-        appended, self._appended = self._appended, None
-        have = len(seen.mapped) + len(seen.tail)
-        if rows != have:
-            # Only this write's own append (right after the rows seen) can be extended in memory.
-            follows = appended is not None and appended[0] == have and have + len(appended[1]) == rows
-            seen.masks = {k: (c, _extended(c, m, rows, have, appended[2]))  # type: ignore[index]
-                          for k, (c, m) in seen.masks.items()} if follows else {}
-            if (follows and len(seen.mapped) and seen.mapped.shape[1] == dim
-                    and len(seen.tail) + len(appended[1]) <= TAIL_MAX):  # type: ignore[index]
-                seen.tail = _grown(seen.tail, appended[1])  # type: ignore[index]
-            else:
-                seen.mapped, seen.tail = _map(self._folder / seen.file, rows, dim), np.zeros((0, dim), np.float32)
-        _SEEN[key] = seen
 
     def _compact_if_due(self, db: sqlite3.Connection) -> None:
         """Copies the live rows to a new file when dead ones outnumber them (and COMPACT_MIN)."""
-        state = _state(db)
+        state = read_state(db)
         rows, dim, generation, dead = (int(state[k]) for k in ("rows", "dim", "generation", "dead"))
         if dead <= max(rows - dead, COMPACT_MIN):  # counted as they die: no scan per write
             return
         order = list(db.execute("SELECT id, row FROM items ORDER BY row"))
-        old = _map(self._folder / str(state["file"]), rows, dim)
+        old = map_rows(self._folder / str(state["file"]), rows, dim)
         name = f"{self.name}.{generation}.f32"
         with open(self._folder / name, "wb") as handle:
             handle.writelines(old[[r for _, r in order[start:start + 4096]]].tobytes()  # bounded memory
@@ -480,104 +373,8 @@ class FlatStore:
             os.fsync(handle.fileno())
         fsync_folder(self._folder)
         db.executemany("UPDATE items SET row = ? WHERE id = ?", [(k, i) for k, (i, _) in enumerate(order)])
-        _set(db, rows=len(order), dead=0, file=name)
+        set_state(db, rows=len(order), dead=0, file=name)
 
     def _row_files(self) -> list[Path]:
         pattern = re.compile(rf"{re.escape(self.name)}\.\d+\.f32")
         return [p for p in self._folder.glob(f"{self.name}.*.f32") if pattern.fullmatch(p.name)]
-
-
-def _clauses(where: dict[str, Any]) -> list[tuple[str, list[Any]]]:
-    """Returns a where as (metadata key, accepted values) pairs, all of which must hold."""
-    if set(where) == {"$and"}:  # Chroma's spelling of several conditions: the same as one dict of them
-        where = {k: v for part in where["$and"] for k, v in part.items()}
-    clauses = []
-    for key, wanted in sorted(where.items()):
-        if not re.fullmatch(r"\w+", key):
-            raise ValueError(f"unsupported where key: {key!r}")
-        if isinstance(wanted, dict):
-            (op, value), = wanted.items()
-            values = list(value) if op == "$in" else [value] if op == "$eq" else None
-            if values is None:
-                raise ValueError(f"unsupported where operator: {op}")
-        else:
-            values = [wanted]
-        clauses.append((key, values))
-    return clauses
-
-
-def _extended(clauses: list[tuple[str, list[Any]]], mask: np.ndarray, rows: int, first: int,
-              metadatas: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Returns a cached `_matching` mask grown to `rows`, the rows from `first` on matched in Python."""
-    grown = np.zeros(rows, dtype=bool)
-    grown[:len(mask)] = mask
-    grown[first:first + len(metadatas)] = [all(m.get(k) in v for k, v in clauses) for m in metadatas]
-    return grown
-
-
-def _state(db: sqlite3.Connection) -> dict[str, Any]:
-    return dict(db.execute("SELECT key, value FROM state"))
-
-
-def _checked_state(db: sqlite3.Connection) -> dict[str, Any]:
-    """Returns the state, raising KeyError when a key is missing (a damaged store: it reads as empty)."""
-    state = _state(db)
-    missing = [k for k in _STATE_KEYS if k not in state]
-    if missing:
-        raise KeyError(f"the store's state lacks {', '.join(missing)}")
-    return state
-
-
-def _set(db: sqlite3.Connection, **values: Any) -> None:
-    db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?)", list(values.items()))
-
-
-def _select(db: sqlite3.Connection | None, columns: str, ids: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
-    assert db is not None
-    for start in range(0, len(ids), _SQL_BATCH):
-        batch = list(ids[start:start + _SQL_BATCH])
-        yield from db.execute(f"SELECT {columns} FROM items WHERE id IN ({','.join('?' * len(batch))})", batch)
-
-
-def _map(path: Path, rows: int, dim: int) -> np.ndarray:
-    """Maps the committed rows of a row file, read-only; rows past them (a torn append) are not mapped."""
-    if rows == 0 or dim == 0:
-        return np.zeros((0, dim), dtype=np.float32)
-    if path.stat().st_size < rows * dim * 4:
-        raise ValueError(f"{path}: shorter than its committed rows")
-    return np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
-
-
-def _grown(tail: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Returns `tail` with `rows` after it, in a buffer with room to spare (amortised O(rows) per
-    append): a view, so older views of the tail keep seeing exactly their own rows."""
-    base = tail.base if tail.base is not None and tail.base.ndim == 2 else tail
-    end = len(tail) + len(rows)
-    if base is tail or len(base) < end or base.shape[1] != rows.shape[1]:
-        bigger = np.empty((max(2 * end, 256), rows.shape[1]), dtype=np.float32)
-        bigger[:len(tail)] = tail
-        base = bigger
-    base[len(tail):end] = rows
-    return base[:end]
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1.0, norms)
-
-
-def _query_rows(vectors: np.ndarray, snap: _Snapshot, path: Path) -> np.ndarray:
-    queries = _unit(np.asarray(vectors, dtype=np.float32))
-    if queries.shape[1] != snap.dim:
-        raise InputError(f"the store holds {snap.dim}-dimensional vectors, the query is "
-                         f"{queries.shape[1]}-dimensional (a new model: run `engram compile`)", path=str(path))
-    return queries
-
-
-def _best(scores: np.ndarray, n: int) -> np.ndarray:
-    """Returns the indexes of the `n` highest scores, best first (ties by index)."""
-    n = min(n, len(scores))
-    if n <= 0:
-        return np.zeros(0, dtype=np.int64)
-    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
-    return top[np.lexsort((top, -scores[top]))]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from compiler.core.errors import CorruptDataError, InputError
-from compiler.index import flat
+from compiler.index import flat, flat_rows
 from compiler.index.flat import FlatStore
 
 
@@ -27,7 +27,7 @@ def fill(store: FlatStore, vectors: np.ndarray, prefix: str = "v") -> list[str]:
 
 def fresh_read(cache: Path, name: str = "c") -> FlatStore:
     """A reader as a new process has it: nothing remembered of earlier reads or writes."""
-    flat._SEEN.clear()
+    flat_rows.SEEN.clear()
     return FlatStore(cache, name)
 
 
@@ -174,7 +174,7 @@ def test_a_write_that_fails_before_its_commit_leaves_the_store_as_it_was(tmp_pat
     def crash(db: sqlite3.Connection, **values: object) -> None:
         raise OSError("killed")
 
-    monkeypatch.setattr(flat, "_set", crash)  # rows appended, ids inserted, then the process "dies"
+    monkeypatch.setattr(flat, "set_state", crash)  # rows appended, ids inserted, then the process "dies"
     with pytest.raises(OSError):
         store.add(["new"], unit_rows(1, seed=8), ["new"], [{}])
     monkeypatch.undo()
@@ -225,14 +225,14 @@ def test_a_reader_sees_each_commit_and_own_writes_keep_its_snapshot_right(tmp_pa
 def test_own_appends_are_read_from_memory_until_the_tail_is_long(tmp_path: Path, monkeypatch) -> None:
     """Mapping the row file again after every write made the next read fault in each page it
     touched; the writer keeps its appended rows in memory instead, with the same answers."""
-    monkeypatch.setattr(flat, "TAIL_MAX", 6)
+    monkeypatch.setattr(flat_rows, "TAIL_MAX", 6)
     writer, vectors, where = FlatStore(tmp_path, "c"), unit_rows(60), {"project": "a"}
     fill(writer, vectors[:40])
     writer.query_many(vectors[:1], 3, where)
-    mapped = flat._SEEN[str(writer.path)].mapped
+    mapped = flat_rows.SEEN[str(writer.path)].mapped
     writer.add(["n1", "n2"], vectors[40:42], ["one", "two"], [{"project": "a"}] * 2)
     writer.add(["v1", "n3"], vectors[42:44], ["moved", "three"], [{"project": "a"}] * 2)  # v1 overwritten
-    snap = flat._SEEN[str(writer.path)]
+    snap = flat_rows.SEEN[str(writer.path)]
     assert snap.mapped is mapped and len(snap.tail) == 4
     assert [len(m) for _, m in snap.masks.values()] == [44]  # the project's rows, extended by the writes
     own = (writer.query_many(vectors[38:44], 4, where), writer.vectors(["n2", "v1", "v3"]))
@@ -242,7 +242,7 @@ def test_own_appends_are_read_from_memory_until_the_tail_is_long(tmp_path: Path,
     writer = FlatStore(tmp_path, "c")
     writer.query_many(vectors[:1], 3, where)
     writer.add([f"m{k}" for k in range(7)], vectors[44:51], ["m"] * 7, [{"project": "b"}] * 7)  # past TAIL_MAX
-    assert len(flat._SEEN[str(writer.path)].tail) == 0
+    assert len(flat_rows.SEEN[str(writer.path)].tail) == 0
     writer.add(["m9"], vectors[51:52], ["m"], [{"project": "b"}])
     assert writer.query_many(vectors[40:52], 5) == fresh_read(tmp_path).query_many(vectors[40:52], 5)  # a full scan
 
