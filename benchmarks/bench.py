@@ -31,12 +31,12 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a checkout: `python benchmarks/bench.py`
 
-from compiler.pipeline.state import load_state  # noqa: E402
-from compiler.pipeline.spine import VaultPaths, compile_vault  # noqa: E402
-from compiler.pipeline.index import section_text  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
-from compiler.index.cache import text_hash
 from compiler.embed.embedder import Embedder, load_embedder  # noqa: E402
+from compiler.index.cache import text_hash
+from compiler.pipeline.index import section_text  # noqa: E402
+from compiler.pipeline.spine import VaultPaths, compile_vault  # noqa: E402
+from compiler.pipeline.state import load_state  # noqa: E402
 
 EXAMPLE_VAULT = REPO / "vault-example"
 # Left out of the example copy: derived state, and the machine-local journal (`make demo` imports agent

@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import copy_example  # noqa: E402
 
-from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.embed.embedder import load_embedder  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
@@ -34,6 +33,7 @@ from compiler.memory.recall import recall  # noqa: E402
 from compiler.memory.vault import VaultMemory  # noqa: E402
 from compiler.memory.write import write_memories  # noqa: E402
 from compiler.notes.search import hybrid_search, vector_search  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 
 # (fact in English, fact in Spanish, question in English, question in Spanish)
 FACTS = [

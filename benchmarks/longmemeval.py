@@ -37,8 +37,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.core.settings import load_settings  # noqa: E402
-from compiler.events.checks import MAX_CONTENT_BYTES  # noqa: E402
 from compiler.embed.embedder import load_embedder  # noqa: E402
+from compiler.events.checks import MAX_CONTENT_BYTES  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
 from compiler.memory.vault import VaultMemory, read_memories  # noqa: E402

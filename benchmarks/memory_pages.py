@@ -23,12 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench import log  # noqa: E402
 from benchmarks.bench_memory import CHUNK, synthetic_memories  # noqa: E402
-from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.maintenance import run_maintenance  # noqa: E402
 from compiler.memory.vault import VaultMemory  # noqa: E402
 from compiler.memory.write import store_memory, write_memories  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 from tests.conftest import FakeEmbedder  # noqa: E402
 
 

@@ -31,8 +31,8 @@ from benchmarks.bench import (  # noqa: E402
     log,
     run_cli,
 )
-from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 from tests.conftest import FakeEmbedder  # noqa: E402
 
 RUNS = 3

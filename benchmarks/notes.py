@@ -36,10 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.pipeline.spine import compile_vault  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.embed.embedder import load_embedder  # noqa: E402
 from compiler.notes.search import hybrid_search, keyword_search, vector_search  # noqa: E402
+from compiler.pipeline.spine import compile_vault  # noqa: E402
 
 QUESTIONS = Path(__file__).resolve().parent / "notes_questions.json"
 # (npm package spec, {folder in the tarball: folder in the vault}, license file in the tarball)

@@ -21,14 +21,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import compiler.pipeline.inputs as inputs  # noqa: E402
-import compiler.pipeline.spine as spine  # noqa: E402
-import compiler.pipeline.graph as graph  # noqa: E402
-import compiler.pipeline.index as index  # noqa: E402
-import compiler.pipeline.memories as memories  # noqa: E402
-import compiler.pipeline.notes as notes  # noqa: E402
 import compiler.core.files as files  # noqa: E402
 import compiler.notes.links as links  # noqa: E402
+import compiler.pipeline.graph as graph  # noqa: E402
+import compiler.pipeline.index as index  # noqa: E402
+import compiler.pipeline.inputs as inputs  # noqa: E402
+import compiler.pipeline.memories as memories  # noqa: E402
+import compiler.pipeline.notes as notes  # noqa: E402
+import compiler.pipeline.spine as spine  # noqa: E402
 import compiler.render.notes as render  # noqa: E402
 from benchmarks.bench import compiled_texts, generate_vault, log  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402

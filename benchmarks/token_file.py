@@ -18,14 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.pipeline.state import load_state  # noqa: E402
-from compiler.pipeline.index import section_texts  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
-from compiler.index.cache import text_hash  # noqa: E402
 from compiler.embed.embedder import model_identity  # noqa: E402
+from compiler.index.cache import text_hash  # noqa: E402
 from compiler.index.token_cache import TokenVectorCache  # noqa: E402
 from compiler.memory.index import memory_text  # noqa: E402
 from compiler.memory.vault import VaultMemory, read_memories  # noqa: E402
+from compiler.pipeline.index import section_texts  # noqa: E402
+from compiler.pipeline.state import load_state  # noqa: E402
 
 
 def measure(vault: Path, compact: bool) -> dict[str, object]:

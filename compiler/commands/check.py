@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.pipeline.state import BuildState, load_state
-from compiler.pipeline.vault_paths import STATE_FILE, VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import GENERATED_YAML, is_generated
 from compiler.core.settings import CONFIG_FILE, Settings, setting_source
 from compiler.index.token_bytes import usage_found
 from compiler.notes.scan import file_sha256, scan_vault
+from compiler.pipeline.state import BuildState, load_state
+from compiler.pipeline.vault_paths import STATE_FILE, VaultPaths
 
 
 @dataclass
@@ -85,9 +85,9 @@ def check_vault(vault: Path, settings: Settings) -> CheckReport:
 
 def _check_build_inputs(root: Path, state: BuildState, settings: Settings) -> list[BuildWarning]:
     """Settings, model or engram version changed since the compile: every page may change."""
-    from compiler.pipeline.state import rebuild_reason
     from compiler.core.errors import ModelLoadError
     from compiler.embed.embedder import model_identity
+    from compiler.pipeline.state import rebuild_reason
 
     try:
         identity = model_identity(settings.model)

@@ -27,8 +27,8 @@ from compiler.core.local_state import LOCAL_STATE
 from compiler.core.lock import writer_lock
 from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
-from compiler.events.manifest import MANIFEST
 from compiler.embed.embedder import Embedder
+from compiler.events.manifest import MANIFEST
 from compiler.sync.exchange import (
     export_memories,
     import_chunks,

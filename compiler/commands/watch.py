@@ -23,11 +23,11 @@ from typing import Any
 
 import watchfiles
 
-from compiler.pipeline.spine import BuildReport, compile_vault
 from compiler.core.errors import EXPECTED, describe
 from compiler.core.settings import Settings
 from compiler.embed.embedder import Embedder
 from compiler.notes.scan import ALWAYS_IGNORED, is_ignored
+from compiler.pipeline.spine import BuildReport, compile_vault
 
 # What a build reads under .engram/: the memory journal, chunks from other machines, the default
 # template overrides. Everything else there (cache/, lock, sync log and status) is ours or derived.

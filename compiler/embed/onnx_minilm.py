@@ -142,7 +142,14 @@ def bert_tokenizer(model_dir: Path) -> Any:
     checks the file's parts and the pieces of ~600 texts) for ~15 ms less CPU: the tokenizers
     library reads that JSON through a generic value tree. It is on a cold model command's path:
     the session is made on another thread meanwhile and is ready first."""
-    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, processors
+    from tokenizers import (
+        AddedToken,
+        Tokenizer,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
 
     tokenizer = Tokenizer(models.WordPiece.from_file(str(model_dir / "vocab.txt"), unk_token="[UNK]",
                                                      max_input_chars_per_word=100))

@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.space import free_bytes, is_disk_full, size_text
-from compiler.embed.onnx_export import INPUTS, PROBES, file_sha256, restamped, write_record
+from compiler.embed.onnx_export import (
+    INPUTS,
+    PROBES,
+    file_sha256,
+    restamped,
+    write_record,
+)
 
 RECIPE = "ort-extended-external-prepacked-v1"  # a new name when the recipe changes: folders of the old one are rebuilt
 GRAPH, WEIGHTS, RECORD = "model.onnx", "weights.bin", "record.json"

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from compiler.embed.embedder import Embedder, batch_order
 from compiler.index.blas import one_thread
 from compiler.index.cache import EmbeddingCache, text_hash
-from compiler.embed.embedder import Embedder, batch_order
 from compiler.index.keywords import STOPWORDS
 from compiler.index.token_cache import TokenVectorCache
 

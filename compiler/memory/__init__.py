@@ -1,4 +1,4 @@
 """Agent memory: the model (decay, fold), input rules, resolve on write, recall, maintenance, engineering state.
 
-Above events and index; independent of notes.
+Above events, index and embed; independent of notes.
 """

@@ -45,8 +45,9 @@ import compiler.events as events_package
 from compiler.core.errors import BuildWarning, EngramError
 from compiler.core.files import atomic_write, contained
 from compiler.events.journal import JournalMark
+from compiler.memory import fold as fold_module
 from compiler.memory import model
-from compiler.memory.model import IncrementalFold
+from compiler.memory.fold import IncrementalFold
 
 FILE = "fold.pickle"  # in .engram/cache
 FORMAT = 1  # bump when what the file holds changes shape
@@ -170,7 +171,8 @@ def _code_digest() -> str:
     if not _CODE:
         digest = hashlib.sha256()
         files = sorted(Path(events_package.__file__).parent.glob("*.py"))
-        for path in [*files, Path(model.__file__), Path(__file__), Path(__file__).with_name("snapshot.py")]:
+        code = [Path(model.__file__), Path(fold_module.__file__), Path(__file__), Path(__file__).with_name("snapshot.py")]
+        for path in [*files, *code]:
             digest.update(path.read_bytes())
         _CODE.append(digest.hexdigest()[:16])
     return _CODE[0]

@@ -19,9 +19,9 @@ import numpy as np
 
 from compiler.core.derived_sqlite import connect_derived
 from compiler.core.errors import DERIVED, full_disk_guard
+from compiler.embed.embedder import Embedder
 from compiler.index import late_interaction
 from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
-from compiler.embed.embedder import Embedder
 from compiler.index.keywords import TOKENIZER, match_expression
 from compiler.index.token_cache import TokenVectorCache
 from compiler.index.vector_index import open_vectors

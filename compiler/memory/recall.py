@@ -29,9 +29,9 @@ import numpy as np
 
 from compiler.core.clock import format_time, parse_time
 from compiler.core.lock import writer_lock
+from compiler.embed.embedder import embed_query
 from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.index import late_interaction
-from compiler.embed.embedder import embed_query
 from compiler.memory.index import MemoryKeywordHit, memory_text
 from compiler.memory.model import Observation
 from compiler.memory.snapshot import Memories

@@ -38,7 +38,8 @@ from compiler.memory.checkpoint import (
     worth_saving,
 )
 from compiler.memory.index import LiveView, conversation_neighbours
-from compiler.memory.model import Associations, IncrementalFold, Lookups, Observation, Unarchived
+from compiler.memory.fold import IncrementalFold, Lookups
+from compiler.memory.model import Associations, Observation, Unarchived
 
 EventKey = tuple[int, str]
 

@@ -23,9 +23,10 @@ from compiler.core.clock import format_time
 from compiler.core.lock import writer_lock
 from compiler.core.progress import Progress, no_progress
 from compiler.events.journal import MemoryEvent, append_events, new_id
+from compiler.memory.fold import Layer, Lookups, apply_event
 from compiler.memory.index import LiveView, conversation_context, memory_text, row_hash
 from compiler.memory.input import MemoryInput, event_data, read_import_file, validate
-from compiler.memory.model import Layer, Lookups, Observation, apply_event
+from compiler.memory.model import Observation
 from compiler.memory.resolve import Decision, considered, decide
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
 

@@ -20,7 +20,13 @@ import numpy as np
 
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
-from compiler.notes.graph import Neighbours, graph_text, semantic_neighbours, unit_matrix, updated_neighbours
+from compiler.notes.graph import (
+    Neighbours,
+    graph_text,
+    semantic_neighbours,
+    unit_matrix,
+    updated_neighbours,
+)
 from compiler.notes.records import Note, ResolvedLink
 
 

@@ -10,22 +10,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compiler.pipeline.notes import Parsed
-from compiler.pipeline.vault_paths import VaultPaths
-from compiler.index import late_interaction
-from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
 from compiler.embed.embedder import (
     Embedder,
     has_token_vectors,
     load_embedder,
     model_identity,
 )
+from compiler.index import late_interaction
+from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
 from compiler.index.flat import FlatStore
 from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow
 from compiler.index.token_cache import TokenVectorCache, Usage
 from compiler.index.vector_index import open_vectors
 from compiler.index.vectors import COLLECTION
 from compiler.notes.records import Note
+from compiler.pipeline.notes import Parsed
+from compiler.pipeline.vault_paths import VaultPaths
 
 if TYPE_CHECKING:
     from compiler.index.vectors import VectorStore

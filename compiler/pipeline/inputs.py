@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import compiler
-from compiler.pipeline.vault_paths import VaultPaths
 from compiler.core import clock
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.records import FileStamp
 from compiler.notes.scan import ScanResult, scan_vault
+from compiler.pipeline.vault_paths import VaultPaths
 
 INPUTS_VERSION = 2
 BUNDLED_TEMPLATES = Path(compiler.__file__).resolve().parent.parent / "templates"

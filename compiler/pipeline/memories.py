@@ -23,15 +23,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compiler.pipeline.inputs import shown_instant
-from compiler.pipeline.memory_pages import KeptPages, Record, Stamp
 from compiler.core.clock import format_time, parse_time
 from compiler.core.errors import BuildWarning
 from compiler.core.files import is_generated
 from compiler.core.settings import Settings
+from compiler.embed.embedder import Embedder
 from compiler.events import journal
 from compiler.events.journal import MemoryEvent, append_events, new_id
-from compiler.embed.embedder import Embedder
+from compiler.memory import fold as fold_module
 from compiler.memory import model
 from compiler.memory.maintenance import (
     events_digest,
@@ -42,6 +41,8 @@ from compiler.memory.maintenance import (
 from compiler.memory.model import Observation, archived
 from compiler.memory.snapshot import EventSet, Memories, event_mark, named_since
 from compiler.memory.vault import VaultMemory, read_memories
+from compiler.pipeline.inputs import shown_instant
+from compiler.pipeline.memory_pages import KeptPages, Record, Stamp
 from compiler.render.memory import (
     LastRender,
     project_links,
@@ -111,7 +112,7 @@ def _render(result: MemoryStage, memories: Memories, shown: datetime, env: jinja
     pages = render_memory_pages(result.state, pruned, shown, env, kept, last)
     result.pages, result.page_ids, result.digests = pages.pages, pages.page_ids, pages.digests
     result.render_mark = {**event_mark(memories.events), "shown": format_time(shown), "key": pages.key,
-                          "projects": pages.projects, "fold": _fold_code()}
+                          "projects": pages.projects, "fold": _fold_module()}
     result.kept = {page: kept.stamps[page] for page in pages.kept}
     result.rendered = sum(1 for page in pages.pages if page in pages.page_ids)
     result.projects = project_links({i: o for i, o in result.state.items() if i not in pruned})
@@ -124,7 +125,7 @@ def _last_render(mark: Mapping[str, Any], events: EventSet, shown: datetime, pag
                  records: Mapping[str, Record]) -> LastRender | None:
     """Returns the last build's render as `render_memory_pages` takes it, when `events` only add to
     the ones it was made from (journal writes) and the fold's code is the same; else None."""
-    changed = named_since(events, mark) if mark.get("fold") == _fold_code() else None
+    changed = named_since(events, mark) if mark.get("fold") == _fold_module() else None
     if changed is None or not isinstance(mark.get("projects"), dict):
         return None
     try:
@@ -136,11 +137,11 @@ def _last_render(mark: Mapping[str, Any], events: EventSet, shown: datetime, pag
                       digests={page: record[0] for page, record in records.items()})
 
 
-def _fold_code() -> str:
+def _fold_module() -> str:
     """Returns a digest of the code that turns events into memories: with another fold, a memory no
     event named since may read differently, so no recorded digest is reused."""
     digest = hashlib.sha256()
-    for module in (model, journal):
+    for module in (model, fold_module, journal):
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()[:16]
 

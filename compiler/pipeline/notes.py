@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.pipeline.state import BuildState
 from compiler.core.errors import BuildWarning
 from compiler.core.settings import Settings
 from compiler.notes.parse import parse_note
 from compiler.notes.records import Note
 from compiler.notes.scan import ScanResult
+from compiler.pipeline.state import BuildState
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.core.errors import BuildWarning
+from compiler.core.files import contained
+from compiler.core.lock import writer_lock
+from compiler.core.progress import Progress, no_progress
+from compiler.core.settings import Settings
+from compiler.embed.embedder import Embedder, model_identity
+from compiler.notes.records import ResolvedLink
+from compiler.notes.scan import ScanResult, edited_since, scan_vault
 from compiler.pipeline.inputs import (
     forget_inputs,
     gather_inputs,
@@ -28,14 +36,6 @@ from compiler.pipeline.state import (
     save_state,
 )
 from compiler.pipeline.vault_paths import VaultPaths
-from compiler.core.errors import BuildWarning
-from compiler.core.files import contained
-from compiler.core.lock import writer_lock
-from compiler.core.progress import Progress, no_progress
-from compiler.core.settings import Settings
-from compiler.embed.embedder import Embedder, model_identity
-from compiler.notes.records import ResolvedLink
-from compiler.notes.scan import ScanResult, edited_since, scan_vault
 
 if TYPE_CHECKING:
     from compiler.pipeline.notes import Parsed
@@ -114,6 +114,10 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     The stages are imported here, not at the top: a no-op compile in a new process (a
     pre-commit hook, an editor's shell command) never pays for networkx, jinja2 or Chroma.
     """
+    from compiler.core.files import write_pages
+    from compiler.index.vector_index import bring_chroma_in_step
+    from compiler.memory.index import memory_text
+    from compiler.notes.links import resolve_links
     from compiler.pipeline.graph import related_file, save_graph, update_related
     from compiler.pipeline.index import (
         SectionVectors,
@@ -123,12 +127,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         update_indexes,
     )
     from compiler.pipeline.memories import compile_memories
-    from compiler.pipeline.notes import parse_notes
     from compiler.pipeline.memory_pages import KeptPages, page_records
-    from compiler.core.files import write_pages
-    from compiler.index.vector_index import bring_chroma_in_step
-    from compiler.memory.index import memory_text
-    from compiler.notes.links import resolve_links
+    from compiler.pipeline.notes import parse_notes
     from compiler.render.notes import (
         VaultView,
         render_changed_note_pages,

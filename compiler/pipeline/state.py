@@ -15,13 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.pipeline.state_head import STATE_VERSION, head_bytes, head_path, legacy_path
-from compiler.pipeline.state_store import PARTS, read_state, write_state
-from compiler.pipeline.vault_paths import STATE_FILE, VaultPaths
 from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.records import FileStamp, Note
+from compiler.pipeline.state_head import (
+    STATE_VERSION,
+    head_bytes,
+    head_path,
+    legacy_path,
+)
+from compiler.pipeline.state_store import PARTS, read_state, write_state
+from compiler.pipeline.vault_paths import STATE_FILE, VaultPaths
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from compiler.core.clock import format_time, parse_time
 from compiler.core.files import atomic_write
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
+from compiler.embed.embedder import Embedder
 from compiler.events.chunks import CHUNKS_DIR, is_chunk_name, write_chunk
 from compiler.events.journal import read_journal
 from compiler.events.manifest import (
@@ -38,8 +39,7 @@ from compiler.events.store import (
     pending_events,
     read_vault_chunks,
 )
-from compiler.embed.embedder import Embedder
-from compiler.memory.model import fold
+from compiler.memory.fold import fold
 from compiler.sync.export import build_chunk, pending_redactions
 
 IMPORTED = "cache/sync-imported.json"  # chunk ids already imported here (derived, disposable)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 
 from compiler.cli.progress import ProgressLines, stderr_progress
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
+from compiler.pipeline.spine import compile_vault
 
 
 class Clock:

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
+from compiler.pipeline.spine import compile_vault
 from tests.conftest import FakeEmbedder
 
 NOTES = {

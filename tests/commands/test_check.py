@@ -20,13 +20,13 @@ from click.testing import CliRunner
 
 from compiler.cli.main import main
 from compiler.commands.check import check_vault
-from compiler.pipeline.spine import compile_vault
 from compiler.commands.setup import HOOK_MARKER
 from compiler.core.settings import Settings, load_settings
 from compiler.embed.embedder import model_identity
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import store_memory
+from compiler.pipeline.spine import compile_vault
 from tests.conftest import EXAMPLE_VAULT, ROOT, FakeEmbedder
 
 NOTES = {

@@ -20,10 +20,10 @@ import watchfiles
 from click.testing import CliRunner
 
 from compiler.cli.main import main
-from compiler.pipeline.spine import compile_vault
 from compiler.commands.watch import Build, VaultChanges, watch_vault
 from compiler.core.settings import Settings, load_settings
 from compiler.events.journal import MemoryEvent, append_events
+from compiler.pipeline.spine import compile_vault
 from tests.conftest import FakeEmbedder
 
 WAIT = 120.0  # seconds: a build that has not come by then is not coming

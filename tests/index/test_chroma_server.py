@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
 from compiler.embed.embedder import load_embedder
 from compiler.memory.input import MemoryInput
@@ -26,6 +25,7 @@ from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import store_memory
 from compiler.notes.search import Filters, hybrid_search, vector_search
+from compiler.pipeline.spine import compile_vault
 from tests.conftest import EXAMPLE_VAULT
 
 pytestmark = pytest.mark.integration

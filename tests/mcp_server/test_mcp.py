@@ -24,9 +24,9 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from compiler.cli.main import main
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings, load_settings
 from compiler.mcp_server.server import MemoryServer, build_server
+from compiler.pipeline.spine import compile_vault
 from tests.conftest import FakeEmbedder
 
 NOW = "2026-11-30 12:00:00"

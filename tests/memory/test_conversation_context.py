@@ -5,8 +5,9 @@ rows it rewrites (the same strings the full computation gives them) and the fold
 from __future__ import annotations
 
 from compiler.events.journal import MemoryEvent
+from compiler.memory.fold import IncrementalFold, Layer, Lookups, fold
 from compiler.memory.index import LiveView, conversation_context
-from compiler.memory.model import IncrementalFold, Layer, Lookups, Observation, fold
+from compiler.memory.model import Observation
 
 
 def chain() -> dict[str, Observation]:

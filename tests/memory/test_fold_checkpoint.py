@@ -15,7 +15,7 @@ from compiler.events.journal import JOURNAL, MemoryEvent, append_events
 from compiler.events.manifest import ManifestEntry, append_entries
 from compiler.memory import checkpoint
 from compiler.memory.checkpoint import FILE, load_checkpoint
-from compiler.memory.model import IncrementalFold
+from compiler.memory.fold import IncrementalFold
 from compiler.memory.snapshot import Deferred, Snapshots, event_mark, read_events
 from compiler.core.clock import parse_time
 

@@ -20,7 +20,8 @@ from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events
 from compiler.memory import index as memory_index
 from compiler.memory.index import conversation_context, conversation_neighbours, memory_text, row_hash
-from compiler.memory.model import IncrementalFold, association_graph, unarchived
+from compiler.memory.fold import IncrementalFold
+from compiler.memory.model import association_graph, unarchived
 from compiler.memory.snapshot import EventSet, Memories
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
 

@@ -28,7 +28,8 @@ from compiler.memory.engineering import (
 from compiler.memory.edits import forget_memory, restore_memory, update_memory
 from compiler.memory.input import MemoryInput, read_import_file
 from compiler.memory.maintenance import run_maintenance
-from compiler.memory.model import Observation, archived, fold, half_life_days
+from compiler.memory.fold import fold
+from compiler.memory.model import Observation, archived, half_life_days
 from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory, read_memories
 from compiler.memory.write import store_memory, write_memories

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline.state import BuildState, load_state
-from compiler.pipeline.spine import compile_vault
-from compiler.pipeline.index import choose_model, embed_sections, update_indexes
-from compiler.pipeline.notes import parse_notes
-from compiler.pipeline.vault_paths import VaultPaths
 from compiler.core.settings import Settings
 from compiler.notes.scan import scan_vault
 from compiler.notes.search import keyword_search
+from compiler.pipeline.index import choose_model, embed_sections, update_indexes
+from compiler.pipeline.notes import parse_notes
+from compiler.pipeline.spine import compile_vault
+from compiler.pipeline.state import BuildState, load_state
+from compiler.pipeline.vault_paths import VaultPaths
 from tests.conftest import FakeEmbedder
 
 NOTES = {

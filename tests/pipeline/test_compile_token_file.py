@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline.state import load_state
 from compiler.commands.check import check_vault
-from compiler.pipeline.spine import compile_vault
-from compiler.pipeline.index import section_texts
 from compiler.core.settings import Settings, load_settings
 from compiler.index import token_cache
 from compiler.index.cache import text_hash
@@ -20,6 +17,9 @@ from compiler.memory.index import memory_text
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory, read_memories
 from compiler.memory.write import store_memory
+from compiler.pipeline.index import section_texts
+from compiler.pipeline.spine import compile_vault
+from compiler.pipeline.state import load_state
 from tests.memory.test_late_interaction import FakeTokenEmbedder
 
 NOW = "2026-11-30 12:00:00"

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import load_settings
-from compiler.index import late_interaction
-from compiler.index.token_cache import TokenVectorCache
 from compiler.embed.embedder import load_embedder
+from compiler.index import late_interaction
 from compiler.index.keywords import KeywordIndex
+from compiler.index.token_cache import TokenVectorCache
 from compiler.memory.input import read_import_file
 from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import store_memory, write_memories
 from compiler.notes.search import Filters, hybrid_search, keyword_search
+from compiler.pipeline.spine import compile_vault
 from compiler.wiki.layout import WikiLayout
 from compiler.wiki.lint import lint_wiki
 from tests.conftest import EXAMPLE_VAULT

@@ -7,9 +7,9 @@ import random
 import shutil
 from pathlib import Path
 
-from compiler.pipeline.state import load_state
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
+from compiler.pipeline.spine import compile_vault
+from compiler.pipeline.state import load_state
 from tests.conftest import FakeEmbedder
 
 WORDS = "alpha beta gamma delta payments gateway fraud refunds pipeline events nightly owners".split()

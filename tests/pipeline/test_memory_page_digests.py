@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compiler.pipeline.state import load_state
-from compiler.pipeline.spine import BuildReport, VaultPaths, compile_vault
 from compiler.core.settings import Settings
 from compiler.memory.edits import update_memory
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import write_memories
+from compiler.pipeline.spine import BuildReport, VaultPaths, compile_vault
+from compiler.pipeline.state import load_state
 from compiler.render.notes import PACKAGE_TEMPLATES
 
 SETTINGS = Settings(now="2026-11-30 12:00:00")  # pinned: strength does not move between compiles

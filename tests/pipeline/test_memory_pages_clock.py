@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline.spine import compile_vault
 from compiler.core import clock
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events, new_id
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import write_memories
+from compiler.pipeline.spine import compile_vault
 
 NOTES = {"Home.md": "# Home\n\nStart at [[Alpha]].\n", "Alpha.md": "# Alpha\n\nAlpha builds the payments gateway.\n"}
 START = datetime(2026, 11, 30, 0, 30, tzinfo=timezone.utc)

@@ -7,9 +7,9 @@ import json
 from click.testing import CliRunner
 
 from compiler.cli.main import main
+from compiler.core.settings import Settings
 from compiler.pipeline.spine import VaultPaths, compile_vault
 from compiler.pipeline.state_head import head_path, recorded_model
-from compiler.core.settings import Settings
 
 NOTES = {"Deploy.md": "# Deploy\n\nWe deploy with blue-green releases.\n"}
 

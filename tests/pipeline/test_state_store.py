@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import state_store
-from compiler.pipeline.state import load_state
-from compiler.pipeline.spine import VaultPaths, compile_vault
 from compiler.core.settings import Settings
+from compiler.pipeline import state_store
+from compiler.pipeline.spine import VaultPaths, compile_vault
+from compiler.pipeline.state import load_state
 
 NOTES = {f"N{i}.md": f"# N{i}\n\nNote {i} links [[N{(i + 1) % 8}]].\n\n## Part\n\nMore of {i}.\n" for i in range(8)}
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import inputs
-from compiler.pipeline.spine import compile_vault
 from compiler.core.settings import Settings
 from compiler.memory.input import MemoryInput
 from compiler.memory.vault import VaultMemory
 from compiler.memory.write import write_memories
+from compiler.pipeline import inputs
+from compiler.pipeline.spine import compile_vault
 
 NOTES = {
     "Home.md": "# Home\n\nStart at [[Alpha]] and see ![[diagram.png]].\n",

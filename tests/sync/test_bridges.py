@@ -10,7 +10,7 @@ import pytest
 
 from compiler.core.settings import Settings
 from compiler.events.store import read_vault_chunks
-from compiler.memory.model import fold
+from compiler.memory.fold import fold
 from compiler.memory.vault import VaultMemory, read_memories
 from compiler.memory.write import memory_id_for
 from compiler.sync.bridges import read_transcripts

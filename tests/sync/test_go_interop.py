@@ -33,7 +33,8 @@ from compiler.events.journal import MemoryEvent, append_events
 from compiler.events.manifest import read_manifest
 from compiler.events.replay import PEER_FLOOR, legacy_sync_id
 from compiler.events.store import read_vault_chunks
-from compiler.memory.model import archived, fold
+from compiler.memory.fold import fold
+from compiler.memory.model import archived
 from compiler.sync.exchange import export_memories
 from tests.events.test_chunks import GOLDEN, put_chunk
 

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from compiler.cli.main import main
 from compiler.events.journal import MemoryEvent, append_events
 from compiler.events.store import read_vault_chunks
-from compiler.memory.model import fold
+from compiler.memory.fold import fold
 from compiler.sync.redact import Redactions, entropy, redact_text
 
 _RANDOM = random.Random(11)
