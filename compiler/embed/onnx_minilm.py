@@ -25,9 +25,9 @@ from compiler.embed.onnx_optimized import optimized_model
 
 BATCH_SIZE = 32
 # A batch ends where the next text is this much longer than the batch's first: every text is padded
-# to its batch's longest. A write's 256 texts sorted and cut in 32s padded LoCoMo dev's pieces by
-# 12.9%, cut this way by 2.0% (ONNX CPU 21.6 -> 19.2 s, best of 3; 10%: 4.2%, 19.8 s). A text's
-# vectors do not depend on its batch, bit for bit (its padding is masked out).
+# to its batch's longest, so cutting where the length jumps pads far less than fixed batches of
+# BATCH_SIZE (benchmarks/README.md has the figures). A text's vectors do not depend on its batch,
+# bit for bit (its padding is masked out).
 PAD_SLACK = 0.05
 
 log = logging.getLogger("engram.model")

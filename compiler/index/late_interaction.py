@@ -7,8 +7,8 @@ vectors keep "sunset" and "painted" apart, and they still match "kids" to "child
 keywords cannot. A memory's conversational neighbours lend their pieces at a discount (NEAR,
 FAR; ASKED for the question a turn answers): a turn that names its subject only in the turn
 before it still matches. Punctuation and stopwords are dropped on both sides: a stopword's vector
-carries its neighbours' meaning, which theirs carry better (LoCoMo dev Hit@5 80.7% keeping them,
-82.0% without, 37% fewer vectors).
+carries its neighbours' meaning, which theirs carry better, and dropping them leaves fewer vectors
+(benchmarks/README.md has the figures).
 
 The token vectors of every memory text are computed when the text is embedded and kept in the
 token-vector cache (compiler.index.token_cache) as int8 (x × 127: components of a unit vector lie in [−1, 1]; no ranking
@@ -34,13 +34,11 @@ from compiler.index.token_cache import TokenVectorCache
 NEAR, FAR = 0.8, 0.7  # how much a neighbour one / two places away counts against the memory itself
 # A turn that follows a question answers it ("Got any paintings to show?" — "Here's one I did last
 # week"): the question's pieces say what the answer is about, so they count more than a plain
-# neighbour's. LoCoMo dev Hit@5 198 → 199 of 233, MRR 0.611 → 0.624 (0.85: 198, MRR 0.615; 0.9:
-# 197, MRR 0.619; 1.0: 195); LongMemEval dev Hit@5 unchanged, MRR 0.702 → 0.696 (benchmarks/README.md, round eight).
+# neighbour's. The weight is the best of a sweep on LoCoMo dev (benchmarks/README.md, round eight).
 ASKED = 0.875
 # The pieces' best cosines are pooled by a power mean below 1, a soft AND: a memory that matches
 # every query piece fairly beats one that matches some exactly and misses the rest, at the same
-# plain mean. LoCoMo dev Hit@5 83.7% with the plain mean (1.0), 84.5% at 0.75-0.8, 84.1% at 0.85,
-# 83.7% at 0.9 and at 0.5-0.7 (benchmarks/README.md, round three).
+# plain mean. The power is the best of a sweep on LoCoMo dev (benchmarks/README.md, round three).
 POWER = 0.8
 BATCH = 128
 SCALE = 127.0  # int8 steps per unit
@@ -123,8 +121,8 @@ def with_gist(own: np.ndarray, query: np.ndarray, sentence: np.ndarray | None) -
     """Returns each query piece's best cosine in the memory (`own`, from `best_per_piece`) with
     the memory's sentence vector (its gist: the mean of its token vectors, stopwords included)
     counted as one more of its pieces: a query word that no single word of the memory matches may
-    still match what the memory is about ("a national park" against a camping trip). LoCoMo dev
-    Hit@5 84.5 -> 85.0%, no category lower (benchmarks/README.md, round seven)."""
+    still match what the memory is about ("a national park" against a camping trip); measured in
+    benchmarks/README.md, round seven."""
     return own if sentence is None else np.maximum(own, query @ sentence)
 
 

@@ -61,8 +61,8 @@ class Weights:
     graph_bonus: float
 
 
-# Late interaction already matches words, so BM25 on top of it only counts them twice (LoCoMo dev
-# Hit@5: 81.5% with BM25 weight 0, 79.4% at 0.4): keyword hits are candidates, not a score. Its
+# Late interaction already matches words, so BM25 on top of it only counts them twice (it ranked
+# worse with a BM25 weight: benchmarks/README.md): keyword hits are candidates, not a score. Its
 # scores crowd into 0.5–0.8, so the graph bonus is scaled down with them. Sentence cosine alone
 # (a model without token vectors) needs BM25's exactness: the simple-hybrid weights.
 LATE_INTERACTION = Weights(bm25=0.0, relevance=1.0, graph_bonus=0.03)
