@@ -1,4 +1,5 @@
-"""Whole jobs a person runs: the compile spine, check, the sync cycle, setup.
+"""Whole jobs a person runs around a compile: check, watch, the sync cycle, setup.
 
-Each is a short pipeline over the packages below; the CLI and the MCP server call these.
+Each is a short pipeline over the packages below (the compile itself is compiler.pipeline); the
+CLI and the MCP server call these.
 """
