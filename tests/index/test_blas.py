@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from threadpoolctl import threadpool_info
 
+from compiler.index import blas
 from compiler.index.blas import one_thread
 
 
@@ -12,6 +13,10 @@ def blas_threads() -> list[int]:
 
 
 def test_one_thread_inside_and_restored_after() -> None:
+    # The controller is found once per process; an earlier test may have found it before another
+    # BLAS was loaded (SciPy's, through sentence-transformers, when tests/embed runs first), which
+    # it then leaves alone: NumPy's products never run on that one. Find it afresh, as a new process would.
+    blas._controller.cache_clear()
     before = blas_threads()
     assert before  # NumPy's OpenBLAS is loaded
     with one_thread():
