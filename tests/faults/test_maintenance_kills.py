@@ -31,7 +31,7 @@ sys.path[:0] = [{str(ROOT / 'tests')!r}, {str(ROOT)!r}]
 from conftest import FakeEmbedder
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events
-from compiler.mcp_server.server import _maintain, _prepare
+from compiler.mcp_server.worker import _maintain, _prepare
 from compiler.memory.vault import VaultMemory
 with VaultMemory(Path(sys.argv[1]), Settings(now={LATER!r}), embedder=FakeEmbedder()) as memory:
     print("started", flush=True)

@@ -581,7 +581,7 @@ def test_a_maintenance_the_client_leaves_before_is_not_a_failure_and_writes_noth
 
 
 def test_a_failed_maintenance_says_what_failed():
-    from compiler.mcp_server.server import _reason
+    from compiler.mcp_server.worker import _reason
 
     assert _reason(KeyError("obs-1")) == "KeyError: 'obs-1'"
     assert _reason(ToolError("journal.jsonl: disk full")) == "journal.jsonl: disk full"
