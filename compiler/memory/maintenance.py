@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from compiler.core.files import atomic_write
 from compiler.core.lock import writer_lock
 from compiler.events.journal import MemoryEvent, new_id
 from compiler.memory.close_pairs import ClosePairs
-from compiler.memory.index import KEYWORDS_FILE
+from compiler.memory.index import KEYWORDS_FILE, LiveView
 from compiler.memory.model import Observation, archived
 from compiler.memory.snapshot import EventSet, Memories, event_mark
 from compiler.memory.vault import VaultMemory, append_and_sync, read_memories, sync_index
@@ -65,7 +65,9 @@ def prepare_maintenance(vault: VaultMemory, budget: float) -> bool:
         memories = read_memories(vault)
         sync_index(vault, memories)
         with ClosePairs(vault.engram / "cache" / KEYWORDS_FILE) as close:
-            _, done = close.advance(vault.index().vectors, _Indexed(memories.state), memories.events,
+            # the indexed memories looked up one at a time: building `memories.indexed` after each
+            # tool call's events (a pass over every memory: 17 ms at 50,000) was a third of a slice
+            _, done = close.advance(vault.index().vectors, LiveView(memories.state), memories.events,
                                     vault.settings.consolidate_min, vault.identity, budget)
     return not done
 
@@ -73,27 +75,6 @@ def prepare_maintenance(vault: VaultMemory, budget: float) -> bool:
 def events_digest(events: Iterable[MemoryEvent]) -> str:
     """Returns a short hash of the set of event ids: changes whenever any event is added."""
     return hashlib.sha256("\n".join(sorted(e.id for e in events)).encode()).hexdigest()[:16]
-
-
-class _Indexed(Mapping[str, Observation]):
-    """The memories the index holds (`Memories.indexed`: not forgotten or consolidated), looked up
-    one at a time in the fold's state. A slice looks up a few; building the whole mapping after
-    every tool call's events (a pass over every memory: 17 ms at 50,000) was a third of a slice."""
-
-    def __init__(self, state: Mapping[str, Observation]) -> None:
-        self._state = state
-
-    def __getitem__(self, memory_id: str) -> Observation:
-        found = self._state[memory_id]
-        if not found.live:
-            raise KeyError(memory_id)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return (i for i, o in self._state.items() if o.live)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 def events_key(events: EventSet) -> str:
