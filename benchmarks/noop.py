@@ -78,9 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=10_000, help="synthetic vault size (default 10000)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--keep", type=Path, help="build the vault in this folder and leave it there (to profile it after)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="engram-noop-") as workdir:
-        figures = run(args.notes, Path(workdir))
+    if args.keep:
+        figures = run(args.notes, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="engram-noop-") as workdir:
+            figures = run(args.notes, Path(workdir))
     if args.json:
         print(json.dumps(figures, indent=2, sort_keys=True))
     else:
