@@ -21,6 +21,7 @@ from pathlib import Path
 
 from compiler.core import clock
 from compiler.core.clock import parse_time
+from compiler.core.errors import BusyError
 from compiler.core.lock import writer_lock
 from compiler.core.settings import Settings
 from compiler.events.journal import MemoryEvent, append_events
@@ -83,12 +84,30 @@ class VaultMemory:
         self.close()
 
     def close(self) -> None:
-        """Saves the fold checkpoint when it is due (`Snapshots.save_if_due`) and closes the index
-        (Chroma and SQLite handles); the next use reopens them."""
+        """Records in the index what this handle wrote to it, saves the fold checkpoint when it is
+        due (`Snapshots.save_if_due`) and closes the index (Chroma and SQLite handles); the next use
+        reopens them."""
+        self._record_writes()
         self.snapshots.save_if_due(self.engram)
         if self._index:
             self._index.close()
             self._index = None
+
+    def _record_writes(self) -> None:
+        """Tells the next process that the index reflects the events this handle wrote (the write
+        path indexes as it appends, and only a read records it): without it, the next reader of a
+        store just imported put its last 1,000 memories again (0.3 s at 50,000). Skipped when
+        another process holds the lock: the next reader catches up, as before."""
+        if self._index is None or not self.indexed_events.written:
+            return
+        try:
+            with writer_lock(self.engram, timeout=0):
+                events = read_memories(self).events
+                if self.indexed_events.reflect(events):
+                    self.indexed_events.checked_against(events)
+                    _record(self, events)
+        except BusyError:
+            pass
 
     def now(self) -> datetime:
         """Returns the memory clock: the pinned time, else UTC now to the second."""

@@ -13,7 +13,8 @@ from compiler.core.settings import Settings
 from compiler.index.flat import store_path
 from compiler.memory.index import COLLECTION, conversation_context, row_hash
 from compiler.memory.input import MemoryInput
-from compiler.memory.vault import VaultMemory, read_memories
+from compiler.memory.snapshot import event_mark
+from compiler.memory.vault import VaultMemory, read_memories, sync_index
 from compiler.memory.write import store_memory, write_memories
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
@@ -63,3 +64,18 @@ def test_a_reinforced_memory_followed_by_a_new_one_gets_its_new_context(vault, f
         assert vector_rows(vault) == rows + 1  # the new memory's row only
         assert read_memories(memories).state[written["results"][1]["id"]].follows == first["id"]
         assert_rows_as_rebuilt(memories)
+
+
+def test_a_closed_writer_leaves_the_next_reader_nothing_to_index_again(vault, fake_embedder):
+    """The write path indexes as it appends; closing records it, so the next process's first read
+    puts no memory again (it used to re-put the writer's last batch)."""
+    items = [MemoryInput(f"The service number {i} runs on host {i}", project="p") for i in range(30)]
+    with VaultMemory(vault, Settings(), embedder=fake_embedder, now=NOW) as memories:
+        write_memories(memories, items)
+    rows = vector_rows(vault)
+    with VaultMemory(vault, Settings(), embedder=fake_embedder, now=NOW) as memories:
+        events = read_memories(memories).events
+        # the index says it is in step with every event: the first read checks nothing again
+        assert memories.index().keywords.mark() == {**event_mark(events), "identity": memories.identity}
+        assert sync_index(memories, read_memories(memories)) == 0
+    assert vector_rows(vault) == rows  # nothing put again
