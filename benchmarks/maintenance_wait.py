@@ -32,7 +32,7 @@ from benchmarks.bench_memory import SUBJECTS, VERBS, synthetic_memories  # noqa:
 from benchmarks.mcp_stdio import Served  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.memory.index import KEYWORDS_FILE  # noqa: E402
-from compiler.memory.vault import VaultMemory, read_memories, sync_index  # noqa: E402
+from compiler.memory.vault import VaultMemory  # noqa: E402
 from compiler.memory.write import write_memories  # noqa: E402
 
 PERIOD = 0.05  # seconds between two calls, as an agent in a busy loop
@@ -54,14 +54,6 @@ def build_store(vault: Path, count: int) -> None:
             print(f"\r  {done:,} / {count:,} memories stored ({done / (time.perf_counter() - started):.0f}/s)",
                   end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
-    in_step(vault)
-
-
-def in_step(vault: Path) -> None:
-    """Brings the index's record of the events it reflects up to the last write (the write path
-    leaves that to the next reader, ~0.3 s at 50,000): what is timed is maintenance, not that."""
-    with VaultMemory(vault, load_settings(vault)) as memories:
-        sync_index(memories, read_memories(memories))
 
 
 def make_maintenance_due(vault: Path) -> None:
@@ -114,7 +106,6 @@ def run(count: int, store: Path | None, limit: float, code: Path = ROOT) -> dict
     if not (source / ".engram").exists():
         print(f"building a store of {count:,} memories in {source}…", file=sys.stderr)
         build_store(source, count)
-    in_step(source)
     vault = scratch / "vault"
     shutil.copytree(source, vault)
     try:
