@@ -350,7 +350,8 @@ class Snapshots:
 
     def save_if_due(self, engram_dir: Path) -> None:
         """Saves the fold of the last read when it folded many events past the checkpoint
-        (`worth_saving`): what a handle does as it closes, and the MCP server between calls."""
+        (`worth_saving`): what a handle does as it closes, and the MCP server once its calls
+        pause after a maintenance."""
         if self._behind is not None and worth_saving(self._behind[1], len(self._behind[0])):
             self.save(engram_dir)
 

@@ -321,6 +321,27 @@ def test_maintenance_runs_at_start(vault):
         memory.close()
 
 
+def test_the_checkpoint_after_a_maintenance_waits_for_a_pause_in_the_calls(vault, monkeypatch):
+    """The fold checkpoint's save is one piece (~0.8 s at 100,000 memories): it waits until no call
+    has come for IDLE s, and a server that closes first leaves it to its handle's close."""
+    from compiler.mcp_server import worker
+
+    saved: list[float] = []
+    monkeypatch.setattr(worker, "_save_checkpoint", lambda memory: saved.append(worker.time.monotonic()))
+    monkeypatch.setattr(worker, "IDLE", 0.3)
+    memory = MemoryServer(vault, Settings(now=NOW), embedder=FakeEmbedder())
+    try:
+        memory._last_call = called = worker.time.monotonic()  # a call just came
+        memory._save_when_idle()
+        assert len(saved) == 1 and saved[0] >= called + 0.3
+        memory._stop.set()  # closing: no save from the maintenance thread
+        memory._last_call = worker.time.monotonic()
+        memory._save_when_idle()
+        assert len(saved) == 1
+    finally:
+        memory.close()
+
+
 def test_the_model_loads_in_the_background_before_any_tool_call(vault, monkeypatch):
     loaded = []
     monkeypatch.setattr("compiler.memory.vault.load_embedder", lambda model: loaded.append(model) or FakeEmbedder())
