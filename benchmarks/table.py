@@ -1,7 +1,7 @@
 """Every performance figure in one table: `python benchmarks/table.py [--quick] [--json]` (`make bench`).
 
 Runs the benchmarks as child processes, each printing one JSON object — bench.py (compile against
-pure embedding, the no-op at its size, cold search), noop.py (the no-op at 10,000 notes),
+pure embedding, the no-op at its size, cold search), noop.py (the no-op at 10,000 and at 100,000 notes),
 bench_memory.py at two sizes (store rates, no-op, recall p50/p95, compile RSS), cold.py when this
 checkout has it (cold commands against cold search, ONNX against torch, the MCP server's start),
 bench_wiki.py (ingest, page writes and lint of a 1,000-page wiki), lint_quality.py (lint's
@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-FULL = {"notes": 1000, "noop_notes": 10_000, "memories": (5_000, 50_000), "queries": 100, "cold_runs": 3,
+FULL = {"notes": 1000, "noop_notes": 10_000, "noop_notes_large": 100_000, "memories": (5_000, 50_000), "queries": 100,
+        "cold_runs": 3,
         "wiki_pages": 1000}
-QUICK = {"notes": 150, "noop_notes": 1_000, "memories": (300, 1_000), "queries": 20, "cold_runs": 1, "wiki_pages": 150}
+QUICK = {"notes": 150, "noop_notes": 1_000, "noop_notes_large": 3_000, "memories": (300, 1_000), "queries": 20,
+         "cold_runs": 1, "wiki_pages": 150}
 
 
 def child(script: str, *args: str) -> dict[str, Any] | None:
@@ -55,6 +57,7 @@ def benchmarks(sizes: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any] |
     return {
         "bench": lambda: child("bench.py", "--notes", str(sizes["notes"])),
         "noop": lambda: child("noop.py", "--notes", str(sizes["noop_notes"])),
+        "noop_large": lambda: child("noop.py", "--notes", str(sizes.get("noop_notes_large", 100_000))),
         "memory_small": lambda: child("bench_memory.py", "--memories", str(small), "--queries", str(sizes["queries"])),
         "memory_large": lambda: child("bench_memory.py", "--memories", str(large), "--queries", str(sizes["queries"])),
         "cold": lambda: child("cold.py", "--runs", str(sizes["cold_runs"])),
@@ -132,6 +135,13 @@ def rows(r: dict[str, Any]) -> list[Row]:
         (f"cold engram search ({sizes['notes']} notes)", get(bench, "cli", "search", "s"), sec, ""),
         (f"cold engram search ({sizes['noop_notes']} notes)", get(noop, "cold_search_s"), sec, "≤ 0.3 s at 10k"),
         ("  CPU of that search", get(noop, "cold_search_cpu_s"), sec, ""),
+    ]
+    huge, notes = r.get("noop_large"), sizes.get("noop_notes_large", 100_000)
+    out += [
+        (f"no-op compile, {notes} notes (in process)", get(huge, "noop_s"), sec, "≤ 1 s at 100k"),
+        (f"  one note edited, {notes} notes (its embedding ~0: hashing embedder)", get(huge, "one_change_s"), sec,
+         "≤ 2 s + its embedding"),
+        (f"  cold engram search, {notes} notes", get(huge, "cold_search_s"), sec, "≤ 0.3 s at 100k"),
     ]
     for name in ("query", "vsearch", "recall", "memory_add"):
         out.append((f"cold {name} / cold search", get(cold, "cold", name, "vs_search"), times, "≤ 3×"))
