@@ -59,8 +59,8 @@ def prepare_maintenance(vault: VaultMemory, budget: float) -> bool:
     """Does about `budget` seconds of the work maintenance starts with (the index in step, the close
     pairs found: on a store never maintained, 50,000 queries of the index), holding the writer lock
     for that slice only; returns True while some of it is left. A server runs slices between tool
-    calls until none is left, then `run_maintenance`, which finds the pairs up to date but for
-    what the calls changed meanwhile: no call waits for more than a slice."""
+    calls until none is left, then `consolidate`, which finds the pairs up to date but for what
+    the calls changed meanwhile: no call waits for more than a slice."""
     with writer_lock(vault.engram):
         memories = read_memories(vault)
         sync_index(vault, memories)
