@@ -6,7 +6,8 @@ association-graph neighbours of the best hits. Each is scored
     score = relevance × weight + graph bonus        (+ 0.4 × BM25 without token vectors)
     weight = strength ** 0.25, or for a memory dated in the span the query names
              (compiler.memory.when: "two weeks ago", "last Saturday", "in March")
-             1.2 × its strength when it was written
+             1.2 × its strength when it was written;
+             × 1.1 when the query asks when and the memory says when ("yesterday", "last year")
 
 where relevance is the late-interaction match (a power mean over the query's word pieces of
 their best cosine) against the memory's pieces and its sentence vector, and its conversational
@@ -36,7 +37,7 @@ from compiler.memory.index import MemoryKeywordHit, memory_text
 from compiler.memory.model import Observation
 from compiler.memory.snapshot import Memories
 from compiler.memory.vault import VaultMemory, read_memories, sync_index
-from compiler.memory.when import Span, query_span
+from compiler.memory.when import Span, asks_when, query_span, says_when
 
 POOL = 30  # candidates: this many × 2 nearest vectors, and as many best keyword matches
 SEEDS = 3  # the graph bonus spreads from this many best hits
@@ -52,6 +53,9 @@ LENGTH_EXPONENT = 0.1
 # at the 4th root it weighs 0.62, so recency still breaks near-ties and the newer fact still wins.
 STRENGTH_EXPONENT = 0.25
 DATE_BOOST = 0.2  # a memory dated in the span of days the query names (compiler.memory.when) counts 1.2×
+# For a question that asks when, a memory that says when counts 1.1× (compiler.memory.when.says_when):
+# of the turns that mention an event, the one that dates it. The curve is in benchmarks/README.md.
+TOLD_BOOST = 0.1
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def recall(vault: VaultMemory, query: str, n: int = 5, *, project: str = "", cat
     scope = Scope(memories.live, project, category, memory_type)
     relevance = Relevance(vault, memories, query)
     cosines, keyword = candidates(vault, relevance, query, scope)
-    weigh = Weigh(now, query_span(query, now))
+    weigh = Weigh(now, query_span(query, now), asks_when(query))
     scores = score(cosines, keyword, relevance, scope.live, weigh)
     scores = add_graph_bonus(scores, memories.associations, scope, relevance, weigh)
     ranked = rank(scores, n)
@@ -127,18 +131,21 @@ class Weigh:
     """How much a memory counts besides its match: its strength now (to STRENGTH_EXPONENT) — or,
     for a memory dated in the span of days the query names (compiler.memory.when), its strength as
     it was then (no decay) × (1 + DATE_BOOST): "what did I buy two weeks ago?" is not answered
-    by what is merely recent."""
+    by what is merely recent. When the query asks when, a memory that says when also counts
+    (1 + TOLD_BOOST)×."""
 
     now: datetime
     span: Span | None = None
+    asks_when: bool = False
 
     def dated(self, obs: Observation) -> bool:
         return self.span is not None and parse_time(obs.created_at) in self.span
 
     def __call__(self, obs: Observation) -> float:
+        told = 1 + TOLD_BOOST if self.asks_when and says_when(obs.content) else 1.0
         if self.dated(obs):
-            return obs.strength(parse_time(obs.created_at)) ** STRENGTH_EXPONENT * (1 + DATE_BOOST)
-        return obs.strength(self.now) ** STRENGTH_EXPONENT
+            return obs.strength(parse_time(obs.created_at)) ** STRENGTH_EXPONENT * (1 + DATE_BOOST) * told
+        return obs.strength(self.now) ** STRENGTH_EXPONENT * told
 
 
 def candidates(vault: VaultMemory, relevance: Relevance, query: str,

@@ -81,3 +81,48 @@ def query_span(query: str, now: datetime) -> Span | None:
 def _count(word: str) -> int:
     word = word.lower()
     return int(word) if word.isdigit() else NUMBERS.get(word, 1)
+
+
+# A question that asks for a time ("When did Jon lose his job?", "How long has she painted?") is
+# best answered by the mention of the event that says when it happened ("Lost my job yesterday"),
+# not by the later ones that only refer back to it ("Since I lost my job, …"): the words that date
+# it are not in the question, so matching alone cannot tell the two apart.
+_ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s+(?:did|was|is|were|will|does|do|has|have|had)\b|\bhow\s+long\b|"
+                        r"\bwhat\s+(?:year|month|day|date|time|week)\b|\bwhich\s+(?:year|month|day|week)\b|"
+                        r"\bhow\s+many\s+(?:days|weeks|months|years)\b", re.I)
+# Read word by word: one regex of these alternatives took 3× as long (0.26 ms a memory under load).
+_ON_ITS_OWN = {"yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately",
+               *(m for m in MONTHS if len(m) > 3)}
+_PERIODS = {"day", "night", "week", "weekend", "month", "year", "summer", "winter", "spring", "fall", "autumn",
+            "morning", "evening", "afternoon", *(d.lower() for d in WEEKDAYS)}
+_BEFORE_PERIOD = {"last", "next", "this", "past", "coming", "other", "few", "several", "couple",
+                  *(w for w in NUMBERS if " " not in w)}
+_BEFORE_MAY = {"in", "on", "of", "early", "late", "mid"}
+_WORD = re.compile(r"[a-z]+|\d+")
+# "[1:56 pm on 8 May, 2023] Caroline: …": a log's leading stamp says when the line was written, which
+# every line has; what counts is a time the speaker gave.
+_STAMP = re.compile(r"^\s*\[[^\]]*\]\s*")
+
+
+def asks_when(query: str) -> bool:
+    """True when `query` asks for a time or a duration ("when did…", "how long…", "what year…")."""
+    return bool(_ASKS_WHEN.search(query))
+
+
+def says_when(text: str) -> bool:
+    """True when `text` dates something itself: "yesterday", "last week", "two years", "a few weeks
+    ago", "just got", "in May", "2019" (a leading "[…]" stamp does not count)."""
+    words = _WORD.findall(_STAMP.sub("", text, count=1).lower())
+    for at, word in enumerate(words):
+        before = words[at - 1] if at else ""
+        if before == "of" and at > 1 and words[at - 2] == "couple":  # "a couple of weeks"
+            before = "couple"
+        if word in _ON_ITS_OWN or (len(word) == 4 and word[:2] in ("19", "20") and word.isdigit()):
+            return True
+        if word.rstrip("s") in _PERIODS and (before in _BEFORE_PERIOD or before.isdigit()):
+            return True
+        if before == "just" and (word == "got" or word.endswith("ed")):
+            return True
+        if word == "may" and before in _BEFORE_MAY:
+            return True
+    return False

@@ -12,7 +12,7 @@ from compiler.core.settings import Settings
 from compiler.memory.input import MemoryInput
 from compiler.memory.recall import recall
 from compiler.memory.vault import VaultMemory
-from compiler.memory.when import query_span
+from compiler.memory.when import asks_when, query_span, says_when
 from compiler.memory.write import write_memories
 from tests.memory.test_late_interaction import FakeTokenEmbedder
 
@@ -89,3 +89,34 @@ def test_a_strong_match_from_months_ago_beats_a_weak_recent_one(tmp_path: Path) 
              MemoryInput(content="charity auction tonight", project="me", source_id="new", importance=1.0,
                          created_at="2023-03-31 10:00:00", session_id="spring")]  # not each other's context
     assert _recall(tmp_path, items, "charity race river")[0] == "old"
+
+
+@pytest.mark.parametrize(("query", "asks"), [
+    ("When did Jon lose his job?", True), ("when was Jon in Rome", True), ("How long has Caroline painted?", True),
+    ("What year did they marry?", True), ("How many days passed between the two trips?", True),
+    ("Jon said he would call when he lands", False), ("What did Jon do after he lost his job?", False),
+    ("How many children does Melanie have?", False)])
+def test_asks_when_reads_a_question_for_a_time(query: str, asks: bool) -> None:
+    assert asks_when(query) is asks
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("Lost my job as a banker yesterday", True), ("I painted that lake sunrise last year!", True),
+    ("Seven years now, and I've found my muses", True), ("I've known these friends for 4 years", True),
+    ("we went camping two weekends ago", True), ("I just got accepted for an internship!", True),
+    ("The fair is in May", True), ("It started in 2019", True), ("next Friday works", True),
+    ("[1:56 pm on 8 May, 2023] Melanie: Thanks, Caroline!", False),  # the log's stamp is not the speaker's date
+    ("Since I lost my job, things have been tough", False), ("I may go", False), ("Just do it!", False)])
+def test_says_when_finds_a_time_the_text_gives(text: str, says: bool) -> None:
+    assert says_when(text) is says
+
+
+def test_a_question_that_asks_when_prefers_the_memory_that_dates_the_event(tmp_path: Path) -> None:
+    """Both mention the lost job; the newer one (stronger) wins a plain question, the one that says
+    when wins a question that asks when."""
+    items = [MemoryInput(content="Jon lost the bank job yesterday", project="me", source_id="dated",
+                         created_at="2023-03-30 10:00:00", session_id="s1"),
+             MemoryInput(content="Jon lost the bank job and dances more", project="me", source_id="later",
+                         created_at="2023-03-31 10:00:00", session_id="s2")]
+    assert _recall(tmp_path / "plain", items, "Jon lost the bank job")[0] == "later"
+    assert _recall(tmp_path / "when", items, "When did Jon lose the bank job?")[0] == "dated"
