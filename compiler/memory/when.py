@@ -4,6 +4,9 @@
 months", "in May 2023": recall favours the memories whose own date falls in that span. Only
 unambiguous calendar phrases are read (English); a query without one has no span and is ranked
 as before. Spans are generous (a week is ± 3 days around "two weeks ago"): people round.
+
+Also whether a question asks for a time ("when did…", "how long…") and whether a text dates
+something itself ("yesterday", "two years"): recall favours the memory that says when.
 """
 
 from __future__ import annotations
