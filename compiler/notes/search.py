@@ -18,7 +18,7 @@ from compiler.embed.embedder import embed_query
 from compiler.index.keywords import KeywordIndex, NoteRow
 from compiler.notes.saved_graph import load_graph
 
-BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6
+BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6  # within a note: which section's line and snippet a hit shows
 STRONG_HITS = 3  # graph bonus goes to neighbours of this many best hits
 POOL = 5  # sections fetched per wanted hit, before grouping by note and filtering
 RERANK = 20  # notes of the hybrid's first ranking that late interaction scores again
@@ -101,18 +101,27 @@ def vector_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
 
 def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filters(), *, embedder: Any,
                   chroma_url: str = "", graph_bonus: float = 0.03) -> list[dict[str, Any]]:
-    """Returns up to `n` notes by 0.4 × keywords + 0.6 × meaning, plus a bonus for graph neighbours of strong hits.
+    """Returns up to `n` notes ranked by keywords, sentence vectors and late interaction together,
+    plus a bonus for graph neighbours of strong hits.
 
-    The keyword part is BM25 relative to the query's best match (1.0 for the best section, as in
-    memory recall), times the share of the query's keyword weight the vault holds at all
-    (`KeywordIndex.coverage`): a question whose words the notes never use gets its ranking from
-    meaning. x / (1 + x) squeezed the keyword hits together (on the notes bench, median 0.94 for a
-    query's best section, 0.90 for its tenth), so keywords hardly ranked (benchmarks/README.md). BM25-only
-    candidates are scored with their real cosine (read from the vector store), so a keyword hit
-    is never penalised for missing the vector pool.
+    Each signal is a note's best section by it: BM25, the cosine of sentence vectors, and (for the
+    first ranking's RERANK best notes, when the model has token vectors) late interaction
+    (`_late`). Each is min-max scaled over the notes it ranks, so each spans 0..1 and none
+    outweighs the others by its spread: BM25 relative to the best match gave that match the full
+    keyword weight even when it held one incidental word of the question, while the meaning
+    scores of the candidates lay within a few tenths (benchmarks/README.md, the held-out notes
+    questions). First ranking: (c × BM25 + cosine) / (c + 1); the best RERANK notes then by
+    (c × BM25 + c × cosine + late) / (2c + 1), where c is the share of the query's keyword weight
+    the vault holds at all (`KeywordIndex.coverage`): a question in words the notes never use (another
+    language) is ranked by late interaction, whose word pieces still match across languages where
+    an English model's sentence vector does poorly. BM25-only candidates are scored with their
+    real cosine (read from the vector store), so a keyword hit is never penalised for missing
+    the vector pool.
 
-    Meaning is first the cosine of sentence vectors; then the best RERANK notes are scored again
-    with late interaction in its place (`_rerank`), when the model has token vectors.
+    The fused value orders the hits; the score shown is it on the scale of the best meaning found
+    (the best late match, else cosine, among the reranked notes' sections): reranked notes in the
+    upper half of that scale, the first ranking's others below them in their first-round order,
+    so a query with nothing close scores low.
     """
     pool = max(n, 1) * POOL * 4
     store = _open_vectors(vault, chroma_url)
@@ -122,7 +131,8 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     try:
         keyword_hits = {f"{h.path}#{h.ordinal}": h for h in index.search(query, pool)}
         best_bm25 = max((h.bm25 for h in keyword_hits.values()), default=0.0)
-        keyword_scale = index.coverage(query) / best_bm25 if best_bm25 > 0 else 0.0
+        coverage = index.coverage(query)
+        keyword_scale = coverage / best_bm25 if best_bm25 > 0 else 0.0
         missing = [i for i in keyword_hits if i not in vector_hits]
         cosines = {i: h.cosine for i, h in vector_hits.items()}
         cosines.update({i: float(v @ query_vector) for i, v in store.vectors(missing).items()})
@@ -136,27 +146,52 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
             continue
         keyword, vector = keyword_hits.get(section_id), vector_hits.get(section_id)
         sections.setdefault(row.path, []).append(_Section(
+            bm25=keyword.bm25 if keyword else 0.0,
             keyword=BM25_WEIGHT * keyword_scale * (keyword.bm25 if keyword else 0.0),
             cosine=max(0.0, cosines.get(section_id, 0.0)),
             line=keyword.line if keyword else int(vector.metadata.get("line", 1)),  # type: ignore[union-attr]
             snippet=keyword.snippet if keyword else _excerpt(vector.document),  # type: ignore[union-attr]
             text=keyword.body if keyword else vector.document))  # type: ignore[union-attr]
-    ranked = sorted(sections, key=lambda p: (-max(s.score(s.cosine) for s in sections[p]), p))
+    paths = sorted(sections)
+    bm25 = _min_max([max(s.bm25 for s in sections[p]) for p in paths])
+    cosine = _min_max([max(s.cosine for s in sections[p]) for p in paths])
+    first = {p: (coverage * b + c) / (coverage + 1) for p, b, c in zip(paths, bm25, cosine)}
+    ranked = sorted(paths, key=lambda p: (-first[p], p))
+    head, rest = ranked[:RERANK], ranked[RERANK:]
     if len(query_pieces):
-        ranked = _rerank(vault, ranked, sections, rows, embedder, query_pieces)
-    hits = []
-    for path in ranked:
-        best = max(sections[path], key=lambda s: s.score(s.meaning))
-        hits.append(_hit(rows[path], best.line, best.score(best.meaning), best.snippet))
+        _late(vault, head, sections, rows, embedder, query_pieces)
+    meanings = [max(s.meaning for s in sections[p]) for p in head]
+    fused = {p: (coverage * b + coverage * c + m) / (2 * coverage + 1) for p, b, c, m in zip(
+        head, _min_max([max(s.bm25 for s in sections[p]) for p in head]),
+        _min_max([max(s.cosine for s in sections[p]) for p in head]), _min_max(meanings))}
+    head.sort(key=lambda p: (-fused[p], p))
+    hits = [_hit(rows[p], (best := _shown(sections[p])).line, fused[p], best.snippet) for p in head]
     _add_graph_bonus(hits, load_graph(vault / ".engram" / "cache" / "graph.json"), graph_bonus)
+    scale = min(1.0, max(meanings, default=0.0)) or 1.0  # no meaning at all: the fused order on 0..1
+    for hit in hits:
+        hit["score"] = scale * (1.0 + hit["score"]) / 2
+    hits += [_hit(rows[p], (best := _shown(sections[p])).line, scale * first[p] / 2, best.snippet) for p in rest]
     return _finish(hits, n, filters)
+
+
+def _min_max(values: list[float]) -> list[float]:
+    """Returns `values` scaled to 0..1 (the least 0, the greatest 1); all 0 when they are equal."""
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    return [(v - low) / (high - low) if high > low else 0.0 for v in values]
+
+
+def _shown(candidates: list[_Section]) -> _Section:
+    """The section a note's hit points at: the best by BM25_WEIGHT × relative BM25 × coverage +
+    VECTOR_WEIGHT × its meaning."""
+    return max(candidates, key=lambda s: s.score(s.meaning))
 
 
 @dataclass
 class _Section:
-    """A candidate section of hybrid search: its weighted keyword part and its meaning."""
+    """A candidate section of hybrid search: its keyword match and its meaning."""
 
-    keyword: float  # BM25_WEIGHT × relative BM25 × coverage
+    bm25: float  # raw BM25, 0 when only the vectors found the section
+    keyword: float  # BM25_WEIGHT × relative BM25 × coverage: for choosing the section a hit shows
     cosine: float
     line: int
     snippet: str
@@ -190,24 +225,23 @@ def _embed(embedder: Any, query: str) -> tuple[Any, Any]:
     return embed_query(embedder, query), np.zeros((0, 0), dtype=np.float32)
 
 
-def _rerank(vault: Path, ranked: list[str], sections: dict[str, list[_Section]], rows: dict[str, NoteRow],
-            embedder: Any, query_pieces: Any) -> list[str]:
-    """Returns `ranked` with its first RERANK notes reordered by late interaction in place of the cosine.
+def _late(vault: Path, head: list[str], sections: dict[str, list[_Section]], rows: dict[str, NoteRow],
+          embedder: Any, query_pieces: Any) -> None:
+    """Sets the late-interaction match of every candidate section of the notes in `head`.
 
     A sentence vector blurs a section into its topic; matching word piece by word piece (MaxSim,
     compiler.index.late_interaction) keeps the question's own words apart and still matches across
     languages, where BM25 finds nothing (benchmarks/README.md). The token vectors are the ones the
     compile stored (int8): reading a few hundred candidates' costs little, scoring every
-    section would not. A section without them keeps its cosine.
+    section would not. A section without them keeps its cosine (`_Section.meaning`).
     """
     from compiler.index import late_interaction
     from compiler.index.token_cache import TokenVectorCache
 
-    head = ranked[:RERANK]
     cache_file = vault / ".engram" / "cache" / "embeddings.sqlite"
     todo = [s for p in head for s in sections[p]]
     if not todo or not cache_file.is_file():
-        return ranked
+        return
     texts = [s.text if s.text.startswith(rows[p].title) else f"{rows[p].title}\n{s.text}"
              for p in head for s in sections[p]]  # what the compile embedded (its section_text)
     tokens = TokenVectorCache(cache_file, readonly=True)
@@ -217,8 +251,6 @@ def _rerank(vault: Path, ranked: list[str], sections: dict[str, list[_Section]],
         tokens.close()
     for section, late in zip(todo, matches):
         section.late = late
-    head.sort(key=lambda p: (-max(s.score(s.meaning) for s in sections[p]), p))
-    return head + ranked[RERANK:]
 
 
 def _add_graph_bonus(hits: list[dict[str, Any]], graph: Any, bonus: float) -> None:

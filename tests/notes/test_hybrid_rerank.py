@@ -1,4 +1,4 @@
-"""Hybrid note search's second pass: late interaction re-scores the first ranking's best notes."""
+"""Hybrid note search's second pass: late interaction joins the scoring of the first ranking's best notes."""
 
 from __future__ import annotations
 
@@ -72,10 +72,22 @@ def test_without_token_vectors_the_cosine_ranks(vault) -> None:  # type: ignore[
     assert [h["file"] for h in hybrid_search(vault, QUERY, 2, embedder=FakeEmbedder())] == ["Keys.md", "Signing.md"]
 
 
-def test_late_interaction_reranks_the_best_notes(vault) -> None:  # type: ignore[no-untyped-def]
+def test_late_interaction_counts_for_the_best_notes(vault) -> None:  # type: ignore[no-untyped-def]
+    # One signal of three (with BM25 and the cosine, each min-max scaled over the notes): "Signing"
+    # matches every piece of the query and climbs towards "Keys", which keywords and the
+    # sentence vector prefer.
+    def gap(embedder: FakeEmbedder) -> float:
+        scores = {h["file"]: h["score"] for h in hybrid_search(vault, QUERY, 2, embedder=embedder)}
+        return scores["Keys.md"] - scores["Signing.md"]
+
+    assert gap(FakeEmbedder()) > gap(FakeTokenEmbedder()) > 0
     hits = hybrid_search(vault, QUERY, 2, embedder=FakeTokenEmbedder())
-    assert [h["file"] for h in hits] == ["Signing.md", "Keys.md"]
-    assert "**signing**" in hits[0]["snippet"]
+    assert "**signing**" in hits[1]["snippet"]
+
+
+def test_min_max_scales_each_signal_to_its_spread() -> None:
+    assert search._min_max([3.0, 1.0, 2.0]) == [1.0, 0.0, 0.5]
+    assert search._min_max([0.4, 0.4]) == [0.0, 0.0] and search._min_max([]) == []
 
 
 def test_only_the_first_notes_are_reranked(vault, monkeypatch) -> None:  # type: ignore[no-untyped-def]
