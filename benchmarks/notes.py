@@ -41,9 +41,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# Run as a script, Python puts benchmarks/ first on the path, where secrets.py hides the standard
-# library's `secrets` (huggingface_hub imports it when the model is first exported to ONNX).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.core.settings import load_settings  # noqa: E402

@@ -5,7 +5,7 @@ pure embedding, the no-op at its size, cold search), noop.py (the no-op at 10,00
 bench_memory.py at two sizes (store rates, no-op, recall p50/p95, compile RSS), cold.py when this
 checkout has it (cold commands against cold search, ONNX against torch, the MCP server's start),
 bench_wiki.py (ingest, page writes and lint of a 1,000-page wiki), lint_quality.py (lint's
-precision and recall on a labelled wiki), secrets.py (redaction against detect-secrets) and
+precision and recall on a labelled wiki), redaction.py (redaction against detect-secrets) and
 maintenance_wait.py (how long a tool call waits for a full maintenance at the larger size) —
 then prints one table of figures, their targets and ratios, with the load average, and writes the
 same as JSON to benchmarks/results.json (`--out`). A figure whose benchmark is missing or failed
@@ -63,7 +63,7 @@ def benchmarks(sizes: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any] |
         "cold": lambda: child("cold.py", "--runs", str(sizes["cold_runs"])),
         "wiki": lambda: child("bench_wiki.py", "--pages", str(sizes.get("wiki_pages", 1000))),
         "lint_quality": lambda: child("lint_quality.py"),
-        "secrets": lambda: child("secrets.py"),
+        "secrets": lambda: child("redaction.py"),
         "maintenance_wait": lambda: child("maintenance_wait.py", "--memories", str(large)),
     }
 

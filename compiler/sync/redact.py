@@ -10,7 +10,7 @@ and long high-entropy base64 runs on their own (detect-secrets' base64 detector 
 minus images, integrity hashes and hex). detect-secrets itself was not taken: its hex and base64
 entropy detectors fire on commit hashes and base64 images (exactly what notes hold), with its
 filters on it misses secrets written in prose, its private-key detector finds the BEGIN line but
-not the block, and it knows no Anthropic keys. `benchmarks/secrets.py` measures both on one
+not the block, and it knows no Anthropic keys. `benchmarks/redaction.py` measures both on one
 labelled set of secrets and look-alikes.
 """
 

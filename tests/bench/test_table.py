@@ -70,7 +70,7 @@ def test_the_wiki_figures_reach_the_table(monkeypatch: pytest.MonkeyPatch) -> No
                                 "lint": {"s": 4.0, "peak_rss_mb": 300.0}, "lint_vs_embedding": 0.1},
               "lint_quality.py": {"precision": 0.8, "recall": 1.0,
                                   "kinds": {"orphan": {"planted": 4, "found": 0, "precision": None, "recall": 0.0}}},
-              "secrets.py": {"engram": {"precision": 1.0, "recall": 0.96}, "detect_secrets": {"precision": 0.85, "recall": 0.41}}}
+              "redaction.py": {"engram": {"precision": 1.0, "recall": 0.96}, "detect_secrets": {"precision": 0.85, "recall": 0.41}}}
     monkeypatch.setattr(table, "child", lambda script, *args: canned.get(script, {}))
     monkeypatch.setattr(table, "commit", lambda: "abc")
     shown = table.table(table.measure(table.QUICK), quick=True)
@@ -83,7 +83,7 @@ def test_the_wiki_figures_reach_the_table(monkeypatch: pytest.MonkeyPatch) -> No
 def test_the_secret_benchmark_scores_the_real_redaction() -> None:
     """The benchmark as `make bench` runs it: its numbers come from redact_text on its labelled set,
     and the issue's prose secret is in that set and caught."""
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "secrets.py"), "--json"],
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "redaction.py"), "--json"],
                          capture_output=True, text=True, check=True)
     summary = json.loads(out.stdout)
     ours = summary["engram"]

@@ -1,4 +1,4 @@
-"""How well secrets are kept out of exported chunks: `python benchmarks/secrets.py [--json] [--verbose]`.
+"""How well secrets are kept out of exported chunks: `python benchmarks/redaction.py [--json] [--verbose]`.
 
 A labelled set of memory texts: secrets in the shapes agents and people write them (provider keys,
 assigned values, passwords in URLs, bearer tokens, JWTs, private keys, and secrets named in prose:
