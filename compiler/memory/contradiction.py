@@ -350,7 +350,7 @@ def _conflict(a: _Claim, b: _Claim, sa: _Statement, sb: _Statement) -> list[_Tok
             return []  # one shared word is not a shared predicate ("secrets")
         if n.pol < 0 and not all(_in(t, s_stmt.terms) for t in n_terms):
             return []
-        return shared if s.pol > 0 or _not_narrower(s, n_stmt, shared) else []
+        return shared if s.pol > 0 or (_not_narrower(s, n_stmt, shared) and all(_in(t, n_stmt.terms) for t in s.core)) else []
     shared = [t for t in neg.core if _in(t, pos.core)]
     if not shared or not _comparable(a, b) or (a.subject and b.subject and not a.subject & b.subject):
         return []  # nothing in common, other predicates, or other holders ("the user" vs "the service")

@@ -157,6 +157,9 @@ MUST_CATCH = [
 
 MUST_NOT_FLAG = [
     ("Never commit secrets to git", "Use environment variables for secrets"),
+    # a refusal of a narrower thing ("a different body") than the statement names: vault-example's wiki
+    ("Reject the same key with a different request body: the key names one operation.",
+     "The server stores the key, a fingerprint of the body and the result in the same transaction."),
     ("The user prefers TypeScript", "The user likes TypeScript's type system"),
     ("Never deploy on Fridays", "Don't deploy on Fridays without a rollback plan"),
     ("Tests must not hit the network", "Integration tests use a real Chroma store"),

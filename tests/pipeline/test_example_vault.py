@@ -65,6 +65,7 @@ def test_the_wiki_lint_finds_the_planted_contradiction_and_the_wiki_navigation_i
     findings = lint_wiki(WikiLayout.of(vault, load_settings(vault)))["findings"]
     planted = [f for f in findings if f["kind"] == "contradiction" and "wiki/entities/Amazon SQS.md" in f["related"]]
     assert [f["file"] for f in planted] == ["wiki/sources/Visibility Timeouts in Message Queues.md"], findings
+    assert [f for f in findings if f["kind"] == "contradiction"] == planted  # and no false one beside it
     for name in ("index.md", "log.md"):  # compile regenerates them from the committed history: same bytes
         assert (vault / "wiki" / name).read_bytes() == (EXAMPLE_VAULT / "wiki" / name).read_bytes()
 
