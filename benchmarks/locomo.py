@@ -16,7 +16,9 @@ a memory into a bag of turns that "covers" many questions.
 
 `--keep DIR` keeps each conversation's stored vault in DIR/<sample_id>: a rerun stores nothing and
 only recalls (a recall-side change tried on the same stored vectors; its store rate is null).
-`--conversation` runs only those sample ids. Every summary carries `by_conversation` ({sample_id:
+`--conversation` runs only those sample ids. `--dated` stores each turn with its session's date as
+`created_at` (what an agent logging turns would write), so strength decay and the archive apply:
+a different experiment, kept apart (`--keep` a different DIR). Every summary carries `by_conversation` ({sample_id:
 Hit@k, MRR and per-category Hit@k}): choose a change on one conversation, confirm it on the others.
 """
 
@@ -68,7 +70,18 @@ def turns(conversation: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def clock(conversation: dict[str, Any]) -> str:
     """Returns the last session's date as 'YYYY-MM-DD HH:MM:SS' ("1:56 pm on 8 May, 2023")."""
-    raw = conversation.get(f"{session_keys(conversation)[-1]}_date_time", "")
+    return session_time(conversation, session_keys(conversation)[-1])
+
+
+def session_times(conversation: dict[str, Any]) -> dict[str, str]:
+    """Returns {dia_id: its session's date as 'YYYY-MM-DD HH:MM:SS'} for every turn."""
+    return {turn["dia_id"]: session_time(conversation, key) for key in session_keys(conversation)
+            for turn in conversation[key]}
+
+
+def session_time(conversation: dict[str, Any], key: str) -> str:
+    """Returns session `key`'s date ("1:56 pm on 8 May, 2023") as 'YYYY-MM-DD HH:MM:SS' (2024-01-01 unread)."""
+    raw = conversation.get(f"{key}_date_time", "")
     found = re.search(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", raw, re.I)
     if not found:
         return "2024-01-01 00:00:00"
@@ -91,7 +104,7 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def run_conversation(sample: dict[str, Any], k: int, keep: Path | None = None) -> dict[str, Any]:
+def run_conversation(sample: dict[str, Any], k: int, keep: Path | None = None, dated: bool = False) -> dict[str, Any]:
     conversation = sample["conversation"]
     vault = keep / sample.get("sample_id", "conversation") if keep else Path(tempfile.mkdtemp(prefix="engram-locomo-"))
     stored_before = (vault / ".engram" / "stored").exists()
@@ -101,7 +114,9 @@ def run_conversation(sample: dict[str, Any], k: int, keep: Path | None = None) -
     settings = load_settings(vault, now=clock(conversation))
     stored = turns(conversation)
     text_of = {dia: bare for dia, _, bare in stored}
-    items = [MemoryInput(content=text, project="locomo", importance=1.0, source_id=dia) for dia, text, _ in stored]
+    when = session_times(conversation) if dated else {}
+    items = [MemoryInput(content=text, project="locomo", importance=1.0, source_id=dia, created_at=when.get(dia, ""))
+             for dia, text, _ in stored]
     try:
         with VaultMemory(vault, settings) as memories:
             memories.embedder().embed(["warm up"])
@@ -183,6 +198,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the stored vaults here; a rerun only recalls")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--conversation", default="", help="only these sample ids (comma-separated)")
+    parser.add_argument("--dated", action="store_true", help="store each turn with its session's date as created_at")
     args = parser.parse_args()
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -196,7 +212,7 @@ def main() -> None:
     results = []
     for sample in samples:
         print(f"{sample.get('sample_id', '?')}: storing and asking…", file=sys.stderr)
-        results.append(run_conversation(sample, args.k, args.keep))
+        results.append(run_conversation(sample, args.k, args.keep, args.dated))
     settings = load_settings(Path(tempfile.gettempdir()))
     summary = summarise(results, args.k, time.perf_counter() - started, settings.model)
     if args.json:

@@ -4,7 +4,7 @@ Candidates: the memories nearest the query's vector, the best keyword (BM25) mat
 association-graph neighbours of the best hits. Each is scored
 
     score = relevance × weight + graph bonus        (+ 0.4 × BM25 without token vectors)
-    weight = strength ** 0.25, or for a memory dated in the span the query names
+    weight = strength ** 0.02 (a tie-break), or for a memory dated in the span the query names
              (compiler.memory.when: "two weeks ago", "last Saturday", "in March")
              1.2 × its strength when it was written;
              × 1.1 when the query asks when and the memory says when ("yesterday", "last year")
@@ -48,10 +48,12 @@ SEEDS = 3  # the graph bonus spreads from this many best hits
 # shorter; a lower threshold (30 words) cost LoCoMo 5 points.
 LENGTH_WORDS = 80
 LENGTH_EXPONENT = 0.1
-# Strength (decay, recalls) enters as strength ** STRENGTH_EXPONENT: a memory 60 days old (importance
-# 1, a fact) has strength 0.15, which buried every old answer under whatever was recent (LongMemEval);
-# at the 4th root it weighs 0.62, so recency still breaks near-ties and the newer fact still wins.
-STRENGTH_EXPONENT = 0.25
+# Strength (decay, recalls) enters as strength ** STRENGTH_EXPONENT, to break near-ties: the matches
+# of a question's candidates crowd within a few tenths, so any larger factor outranks meaning. A
+# memory 60 days old (importance 1, a fact) has strength 0.15 and weighs 0.96; at the 4th root it
+# weighed 0.62, and a conversation stored with its dates (LoCoMo, 6–12 months) recalled only its
+# last sessions. The curve (LongMemEval and dated LoCoMo) is in benchmarks/README.md.
+STRENGTH_EXPONENT = 0.02
 DATE_BOOST = 0.2  # a memory dated in the span of days the query names (compiler.memory.when) counts 1.2×
 # For a question that asks when, a memory that says when counts 1.1× (compiler.memory.when.says_when):
 # of the turns that mention an event, the one that dates it. The curve is in benchmarks/README.md.
