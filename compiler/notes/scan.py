@@ -7,8 +7,10 @@ compile reads no note bytes at all.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import os
+import re
 import stat as stat_module
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,20 +31,51 @@ class ScanResult:
     skipped: tuple[BuildWarning, ...] = ()  # one per entry not read: symlinked folders, FIFOs, links out
 
 
+@dataclass(frozen=True)
+class VaultFiles:
+    """What one walk of the vault found, nothing read yet: the no-op check decides from these
+    stats alone, and a build stamps the same walk instead of walking again."""
+
+    root: Path  # resolved
+    found: tuple[tuple[str, os.stat_result], ...]  # vault-relative file and its stat, sorted by path
+    skipped: tuple[BuildWarning, ...]
+
+    def note_stats(self) -> list[tuple[str, int, int, int]]:
+        """Returns (path, size, mtime_ns, inode) of every note file: `FileStamp`s without the hash."""
+        return [(path, st.st_size, st.st_mtime_ns, st.st_ino) for path, st in self.found if _is_note(path)]
+
+    def attachments(self) -> list[str]:
+        return [path for path, _ in self.found if not _is_note(path)]
+
+
 def scan_vault(vault: Path, ignore: Sequence[str], previous: Mapping[str, FileStamp]) -> ScanResult:
     """Returns the stamped notes, the attachment paths and the new or edited notes of `vault`,
     skipping `ignore` globs. `previous` holds the last build's stamps: a note whose size, mtime and
     inode match keeps its hash unread, so only what changed is hashed."""
-    notes: list[FileStamp] = []
-    attachments: list[str] = []
+    return stamp_files(walk_vault(vault, ignore), previous)
+
+
+def walk_vault(vault: Path, ignore: Sequence[str]) -> VaultFiles:
+    """Returns every file scan would read, with its stat, and what it skipped; reads no file."""
     root = vault.resolve()
     found, skipped = _walk(root, ignore)
-    for path, stat in found:
-        if path.lower().endswith(NOTE_SUFFIXES):
-            notes.append(_stamp(root, path, stat, previous.get(path)))
+    return VaultFiles(root, tuple(found), tuple(skipped))
+
+
+def stamp_files(files: VaultFiles, previous: Mapping[str, FileStamp]) -> ScanResult:
+    """Returns the scan of a walk: `scan_vault`'s result, hashing only the notes whose stat moved."""
+    notes: list[FileStamp] = []
+    attachments: list[str] = []
+    for path, stat in files.found:
+        if _is_note(path):
+            notes.append(_stamp(files.root, path, stat, previous.get(path)))
         else:
             attachments.append(path)
-    return ScanResult(tuple(notes), tuple(attachments), edited_since(notes, previous), tuple(skipped))
+    return ScanResult(tuple(notes), tuple(attachments), edited_since(notes, previous), files.skipped)
+
+
+def _is_note(path: str) -> bool:
+    return path.lower().endswith(NOTE_SUFFIXES)
 
 
 def vault_files(vault: Path, ignore: Sequence[str]) -> list[str]:
@@ -58,11 +91,17 @@ def edited_since(notes: Sequence[FileStamp], previous: Mapping[str, FileStamp]) 
 
 def is_ignored(path: str, ignore: Sequence[str]) -> bool:
     """True when a vault-relative path matches an ignore glob (or lies in an ignored folder)."""
-    for pattern in ignore:
-        pattern = pattern.rstrip("/")
-        if fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern + "/*"):
-            return True
-    return False
+    return _ignore_matcher(tuple(ignore))(path) is not None
+
+
+@functools.lru_cache(maxsize=32)
+def _ignore_matcher(ignore: tuple[str, ...]):
+    """Returns one compiled regex's `match` for all the globs (each as itself and as a folder):
+    `fnmatchcase` per glob and per file cost a quarter of a no-op compile at 100,000 notes."""
+    globs = [g for pattern in ignore for g in (pattern.rstrip("/"), pattern.rstrip("/") + "/*")]
+    if not globs:
+        return lambda path: None
+    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)).match
 
 
 def _walk(root: Path, ignore: Sequence[str]) -> tuple[list[tuple[str, os.stat_result]], list[BuildWarning]]:
