@@ -26,7 +26,7 @@ ATTACHMENT_SUFFIXES = frozenset(
 
 
 @dataclass(frozen=True)
-class _VaultIndex:
+class VaultIndex:
     """Every linkable path, keyed for case-insensitive lookups."""
 
     by_key: dict[str, tuple[str, ...]]  # normalised path → paths spelled that way
@@ -35,18 +35,12 @@ class _VaultIndex:
 
 
 def resolve_links(
-    notes: Sequence[Note], attachments: Iterable[str] = ()
+    notes: Sequence[Note], attachments: Iterable[str] = (), index: VaultIndex | None = None
 ) -> tuple[list[ResolvedLink], list[BuildWarning]]:
     """Returns every link of every note resolved (sorted by source, line, target) and a
-    warning per broken or ambiguous link. Same-note links (`[[#Heading]]`) are skipped."""
-    index = _index([note.path for note in notes], attachments)
-    found: dict[tuple[str, str], tuple[str, ...]] = {}  # (folder, target) → paths: most targets recur
-    resolved = [
-        _resolve(note.path, link, index, found)
-        for note in notes
-        for link in note.links
-        if link.target.strip()
-    ]
+    warning per broken or ambiguous link. Same-note links (`[[#Heading]]`) are skipped.
+    `index` is `vault_index` of the notes and `attachments`, when the caller has it already."""
+    resolved = resolve_each(notes, index or vault_index([note.path for note in notes], attachments))
     # Sorting is stable: links on one line to one target keep their order in the note.
     resolved.sort(key=lambda r: (r.source, r.link.line, r.link.target))
     warnings = [warning for r in resolved if (warning := _warning(r)) is not None]
@@ -64,7 +58,13 @@ def backlinks(resolved: Sequence[ResolvedLink]) -> dict[str, list[ResolvedLink]]
     return {target: sorted(grouped[target], key=order) for target in sorted(grouped)}
 
 
-def _index(note_paths: Iterable[str], attachments: Iterable[str]) -> _VaultIndex:
+def resolve_each(notes: Iterable[Note], index: VaultIndex) -> list[ResolvedLink]:
+    """Returns the links of `notes` resolved against `index`, in note order, unsorted."""
+    found: dict[tuple[str, str], tuple[str, ...]] = {}  # (folder, target) → paths: most targets recur
+    return [_resolve(note.path, link, index, found) for note in notes for link in note.links if link.target.strip()]
+
+
+def vault_index(note_paths: Iterable[str], attachments: Iterable[str]) -> VaultIndex:
     """Returns the lookup tables over all note and attachment paths."""
     paths = sorted(set(note_paths) | set(attachments))
     by_key: dict[str, list[str]] = defaultdict(list)
@@ -73,7 +73,7 @@ def _index(note_paths: Iterable[str], attachments: Iterable[str]) -> _VaultIndex
         by_key[_key(path)].append(path)
         by_name[_key(posixpath.basename(path))].append(path)
     suffixes = {posixpath.splitext(path)[1].lower() for path in paths}
-    return _VaultIndex(
+    return VaultIndex(
         by_key={key: tuple(found) for key, found in by_key.items()},
         by_name={key: tuple(found) for key, found in by_name.items()},
         suffixes=frozenset(suffixes | ATTACHMENT_SUFFIXES | set(NOTE_SUFFIXES)) - {""},
@@ -86,7 +86,7 @@ def _key(path: str) -> str:
     return unicodedata.normalize("NFC", path).lower()
 
 
-def _resolve(source: str, link: Link, index: _VaultIndex,
+def _resolve(source: str, link: Link, index: VaultIndex,
              known: dict[tuple[str, str], tuple[str, ...]] | None = None) -> ResolvedLink:
     """Returns the link resolved against the vault: ok, ambiguous or broken. What a target
     resolves to depends on the linking note's folder only; `known` remembers it per folder."""
@@ -102,7 +102,7 @@ def _resolve(source: str, link: Link, index: _VaultIndex,
     return ResolvedLink(source, found[0], link, "ok")
 
 
-def _find(folder: str, name: str, index: _VaultIndex) -> tuple[str, ...]:
+def _find(folder: str, name: str, index: VaultIndex) -> tuple[str, ...]:
     """Returns the paths a file name written in a note of `folder` means (none when broken)."""
     if name.startswith("/"):  # vault-absolute
         found = _exact(index, _inside_vault("", name.lstrip("/")))
@@ -133,7 +133,7 @@ def _inside_vault(folder: str, name: str) -> str | None:
     return None if path == ".." or path.startswith("../") or path == "." else path
 
 
-def _exact(index: _VaultIndex, path: str | None) -> tuple[str, ...]:
+def _exact(index: VaultIndex, path: str | None) -> tuple[str, ...]:
     """Returns the paths equal to `path` ignoring case (just the exact spelling if present)."""
     if path is None:
         return ()
@@ -141,7 +141,7 @@ def _exact(index: _VaultIndex, path: str | None) -> tuple[str, ...]:
     return (path,) if path in found else found
 
 
-def _shortest(index: _VaultIndex, name: str | None) -> tuple[str, ...]:
+def _shortest(index: VaultIndex, name: str | None) -> tuple[str, ...]:
     """Returns the vault paths ending in "/" + name with the fewest segments (then the
     shortest string); several paths when they tie."""
     if name is None:

@@ -50,12 +50,14 @@ def related_file(graph: Path) -> Path:
 
 
 def update_related(cache: Path, previous: Mapping[str, Note], notes: Mapping[str, Note], moved: Collection[str],
-                   vectors: Mapping[str, np.ndarray], settings: Settings) -> Neighbours:
-    """Returns `related_notes(notes, vectors, settings)`, reading only the vectors of the `moved`
+                   vectors: Mapping[str, np.ndarray], settings: Settings) -> tuple[Neighbours, Neighbours | None]:
+    """Returns (`related_notes(notes, vectors, settings)`, the neighbours of the `previous` notes
+    as `cache` held them, None when it held none), reading only the vectors of the `moved`
     notes (edited, new, renamed) when `cache` holds the means of the `previous` notes; then saves
     the cache for the next build."""
     saved = _load(cache, notes_digest(previous), settings)
     paths = sorted(p for p, n in notes.items() if n.sections)
+    old_neighbours = None
     if saved is None:
         means = {p: note_mean(notes[p], vectors) for p in paths}
         neighbours = semantic_neighbours(means, settings.related_min_cosine, settings.related_max)
@@ -71,7 +73,7 @@ def update_related(cache: Path, previous: Mapping[str, Note], notes: Mapping[str
         neighbours = updated_neighbours(old_neighbours, paths, matrix, moved | gone, settings.related_min_cosine,
                                         settings.related_max)
     _save(cache, notes_digest(notes), settings, paths, matrix, neighbours)
-    return neighbours
+    return neighbours, old_neighbours
 
 
 def _key(digest: str, settings: Settings) -> str:

@@ -117,7 +117,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.core.files import write_pages
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.memory.index import memory_text
-    from compiler.notes.links import resolve_links
+    from compiler.notes.links import resolve_links, vault_index
     from compiler.pipeline.graph import related_file, save_graph, update_related
     from compiler.pipeline.index import (
         SectionVectors,
@@ -128,9 +128,11 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     )
     from compiler.pipeline.memories import compile_memories
     from compiler.pipeline.memory_pages import KeptPages, page_records
+    from compiler.pipeline.note_pages import notes_to_digest, render_mark
     from compiler.pipeline.notes import parse_notes
     from compiler.render.notes import (
         VaultView,
+        note_pages_key,
         render_changed_note_pages,
         template_environment,
     )
@@ -145,15 +147,16 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     scan = _scan(paths, settings, previous, None if navigation else walked)
     with progress("parse", len(scan.edited)) as tick:
         parsed = parse_notes(paths.root, scan, previous, settings, tick)
-    links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
+    index = vault_index(parsed.notes, scan.attachments)
+    links, link_warnings = resolve_links(list(parsed.notes.values()), index=index)
     found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings, *wiki_warnings])
     _tell(warn, found)
     stale = sorted(parsed.notes) if reason else parsed.changed  # the notes whose vectors are read now
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
         vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick, parsed.moved_from)
     update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
-    neighbours = update_related(related_file(paths.graph), previous.notes, parsed.notes, parsed.changed, vectors,
-                                settings)
+    neighbours, last_neighbours = update_related(related_file(paths.graph), previous.notes, parsed.notes,
+                                                 parsed.changed, vectors, settings)
     save_graph(paths.graph, parsed.notes, links, neighbours)
     env = template_environment(overrides, settings.out)
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
@@ -169,7 +172,11 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     lint = lint_wiki(wiki, files=[*(s.path for s in scan.notes), *scan.attachments]) if wiki.wiki.is_dir() else None
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects, lint)
     unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
-    notes_pages = render_changed_note_pages(view, env, settings.out, unchanged)
+    mark = render_mark(note_pages_key(env), settings.out, parsed.notes, scan.attachments)
+    moved = notes_to_digest(previous.note_mark, mark, previous.notes, parsed.notes, parsed.changed, links, index,
+                            neighbours, last_neighbours)
+    notes_pages = render_changed_note_pages(view, env, settings.out, unchanged, moved,
+                                            {p: r[0] for p, r in previous.note_renders.items()})
     pages = {**notes_pages.pages, **memory.pages}
     written = write_pages(paths.root, settings.out, pages, keep=[*memory.kept, *notes_pages.kept])
     _tell(warn, written.warnings)
@@ -183,7 +190,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         memory_renders=page_records(paths.root, settings.out, memory.digests, memory.kept,
                                     [w.file for w in written.warnings]), memory_mark=memory.render_mark,
         note_renders=page_records(paths.root, settings.out, notes_pages.digests,
-                                  {p: unchanged.stamps[p] for p in notes_pages.kept}, [w.file for w in written.warnings])),
+                                  {p: unchanged.stamps[p] for p in notes_pages.kept}, [w.file for w in written.warnings]),
+        note_mark=mark),
                base=previous)
     report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
