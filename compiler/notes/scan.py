@@ -40,12 +40,17 @@ class VaultFiles:
     found: tuple[tuple[str, os.stat_result], ...]  # vault-relative file and its stat, sorted by path
     skipped: tuple[BuildWarning, ...]
 
-    def note_stats(self) -> list[tuple[str, int, int, int]]:
-        """Returns (path, size, mtime_ns, inode) of every note file: `FileStamp`s without the hash."""
-        return [(path, st.st_size, st.st_mtime_ns, st.st_ino) for path, st in self.found if _is_note(path)]
-
-    def attachments(self) -> list[str]:
-        return [path for path, _ in self.found if not _is_note(path)]
+    def split(self) -> tuple[list[tuple[str, int, int, int]], list[str]]:
+        """Returns (path, size, mtime_ns, inode) of every note file (`FileStamp`s without the hash)
+        and the path of every other file, in one pass."""
+        notes: list[tuple[str, int, int, int]] = []
+        attachments: list[str] = []
+        for path, st in self.found:
+            if path.lower().endswith(NOTE_SUFFIXES):
+                notes.append((path, st.st_size, st.st_mtime_ns, st.st_ino))
+            else:
+                attachments.append(path)
+        return notes, attachments
 
 
 def scan_vault(vault: Path, ignore: Sequence[str], previous: Mapping[str, FileStamp]) -> ScanResult:
@@ -113,10 +118,13 @@ def _walk(root: Path, ignore: Sequence[str]) -> tuple[list[tuple[str, os.stat_re
     found: list[tuple[str, os.stat_result]] = []
     skipped: list[BuildWarning] = []
     folders = [""]
+    ignored = _ignore_matcher(tuple(ignore))
+    top = str(root)
     while folders:
         rel_folder = folders.pop()
-        try:
-            entries = sorted(os.scandir(root / rel_folder if rel_folder else root), key=lambda e: e.name)
+        try:  # strings, not Paths: a pathlib join per folder cost 0.3 s of a walk of 100,000 notes
+            with os.scandir(os.path.join(top, rel_folder)) as listing:
+                entries = list(listing)
         except OSError as error:
             skipped.append(BuildWarning(rel_folder.rstrip("/"), 0, f"cannot read ({error.strerror}), skipped", "skipped"))
             continue
@@ -130,13 +138,22 @@ def _walk(root: Path, ignore: Sequence[str]) -> tuple[list[tuple[str, os.stat_re
                     # Not followed: a link can loop, or index a folder twice.
                     skipped.append(BuildWarning(rel, 0, "symlinked folder, not followed: its notes are "
                                                 "not indexed", "skipped"))
-            elif not entry.name.startswith(".") and not is_ignored(rel, ignore):
+            elif not entry.name.startswith(".") and ignored(rel) is None:
+                if entry.is_file(follow_symlinks=False):  # the listing's file type: no call, no tuple made
+                    try:
+                        stat = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        stat = None
+                    if stat is not None and stat_module.S_ISREG(stat.st_mode):
+                        found.append((rel, stat))
+                        continue
                 stat, why = _regular_stat(root, entry)
                 if why:
                     skipped.append(BuildWarning(rel, 0, why, "skipped"))
                 else:
                     found.append((rel, stat))
-    return sorted(found, key=lambda f: f[0]), sorted(skipped, key=lambda w: w.file)
+    found.sort(key=lambda f: f[0])
+    return found, sorted(skipped, key=lambda w: w.file)
 
 
 def _skip_dir(rel: str, name: str, ignore: Sequence[str]) -> bool:
@@ -147,15 +164,17 @@ def _regular_stat(root: Path, entry: os.DirEntry) -> tuple[os.stat_result | None
     """Returns (the file's stat, "") or (None, why it is not read): a symlink out of the vault (we
     never read outside it), a dangling one, or not a regular file. A FIFO is never opened: that would block."""
     try:
-        if entry.is_symlink():
+        if not entry.is_symlink():  # the common case first: one lstat, from the listing's entry
+            stat = entry.stat(follow_symlinks=False)
+            if stat_module.S_ISREG(stat.st_mode):
+                return stat, ""
+        else:
             target = Path(entry.path).resolve()
             if not target.is_relative_to(root):
                 return None, "symlink to a file outside the vault, skipped"
             if not target.exists():
                 return None, "symlink to a missing file, skipped"
             stat = target.stat()
-        else:
-            stat = entry.stat(follow_symlinks=False)
     except OSError as error:
         return None, f"cannot read ({error.strerror}), skipped"
     mode = stat.st_mode
