@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -150,45 +151,47 @@ def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
     """
     nodes: dict[str, dict[str, object]] = {}
     edges: dict[tuple[str, str, str], float] = {}  # (source, target, key) → weight; the kind is the key
-
-    def edge(source: str, target: str, key: str, weight: float) -> None:
-        nodes.setdefault(source, {})
-        nodes.setdefault(target, {})
-        edges[(source, target, key)] = weight
-
+    # Inlined, not a helper per edge: at 100,000 notes there are 860,000 edges.
     for note in sorted(notes, key=lambda n: n.path):
         nodes.setdefault(note.path, {}).update(kind="note", title=note.title)
         for tag in note.tags:
             nodes.setdefault(f"#{tag}", {}).update(kind="tag")
-            edge(note.path, f"#{tag}", "tag", 1.0)
+            edges[(note.path, f"#{tag}", "tag")] = 1.0
     for link in links:
         if link.status == "broken" or link.target == link.source:
             continue
         if link.target not in nodes:
             nodes[link.target] = {"kind": "attachment"}
-        kind = "embed" if link.link.kind == "embed" else "link"
-        edge(link.source, link.target, kind, 1.0)
+        nodes.setdefault(link.source, {})
+        edges[(link.source, link.target, "embed" if link.link.kind == "embed" else "link")] = 1.0
     for path, near in sorted(neighbours.items()):
+        nodes.setdefault(path, {})
         for other, cosine in near:
-            edge(path, other, "related", cosine)
+            nodes.setdefault(other, {})
+            edges[(path, other, "related")] = cosine
     # Every id once through the encoder; the edges' keys and kinds are plain words.
-    encoded = {node: json.dumps(node, ensure_ascii=False) for node in nodes}
+    encoded = {node: _text(node) for node in nodes}
 
-    def text(value: object) -> str:
-        return json.dumps(value, ensure_ascii=False)
-
-    def record(fields: Mapping[str, object]) -> str:
-        return "  {\n" + ",\n".join(f"   {text(k)}: {text(fields[k])}" for k in sorted(fields)) + "\n  }"
+    def record(node: str, fields: Mapping[str, object]) -> str:
+        return (f'  {{\n   "id": {encoded[node]}' + "".join(f",\n   {_text(k)}: {_text(fields[k])}" for k in sorted(fields))
+                + "\n  }") if all(k > "id" for k in fields) else \
+            "  {\n" + ",\n".join(f"   {_text(k)}: {_text(v)}" for k, v in sorted({"id": node, **fields}.items())) + "\n  }"
 
     def listed(records: list[str]) -> str:
         return "[\n" + ",\n".join(records) + "\n ]" if records else "[]"
 
-    node_records = [record({"id": node, **nodes[node]}) for node in sorted(nodes)]
+    node_records = [record(node, nodes[node]) for node in sorted(nodes)]
     # Every edge has the same five fields: one format, not a sort of its fields per edge.
     edge_records = [f'  {{\n   "key": "{k}",\n   "kind": "{k}",\n   "source": {encoded[s]},\n   "target": {encoded[t]},'
-                    f'\n   "weight": {_number(edges[(s, t, k)])}\n  }}' for s, t, k in sorted(edges)]
+                    f'\n   "weight": {_number(w)}\n  }}' for (s, t, k), w in sorted(edges.items())]
     return (f'{{\n "directed": true,\n "graph": {{}},\n "links": {listed(edge_records)},\n "multigraph": true,\n'
             f' "nodes": {listed(node_records)}\n}}\n')
+
+
+def _text(value: object) -> str:
+    """Returns `json.dumps(value, ensure_ascii=False)`; a string goes straight to the encoder's C
+    function (json.dumps builds an encoder per call: 600,000 calls at 100,000 notes)."""
+    return encode_basestring(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _number(value: float) -> str:
