@@ -90,7 +90,9 @@ def _load(path: Path, digest: str, settings: Settings) -> tuple[list[str], np.nd
             near, cosine = data["near"], data["cosine"]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # missing, old or damaged: computed again
         return None
-    neighbours = {p: [(paths[j], float(c)) for j, c in zip(near[i], cosine[i]) if j >= 0] for i, p in enumerate(paths)}
+    # Python lists first: indexing the arrays one element at a time made 500,000 numpy scalars (100,000 notes).
+    near_rows, cosine_rows = near.tolist(), cosine.tolist()
+    neighbours = {p: [(paths[j], c) for j, c in zip(near_rows[i], cosine_rows[i]) if j >= 0] for i, p in enumerate(paths)}
     return paths, matrix, neighbours
 
 
@@ -98,11 +100,12 @@ def _save(path: Path, digest: str, settings: Settings, paths: Sequence[str], mat
           neighbours: Neighbours) -> None:
     rows = {p: i for i, p in enumerate(paths)}
     width = max([len(v) for v in neighbours.values()] + [1])
-    near = np.full((len(paths), width), -1, np.int32)
-    cosine = np.zeros((len(paths), width), np.float64)  # holds every float the lists hold, as they are
-    for p, found in neighbours.items():
-        for k, (other, c) in enumerate(found):
-            near[rows[p], k], cosine[rows[p], k] = rows[other], c
+    # Whole rows as lists, then one array each: assigning 500,000 elements one by one cost a second.
+    listed = [neighbours.get(p, ()) for p in paths]
+    near = np.array([[rows[other] for other, _ in found] + [-1] * (width - len(found)) for found in listed],
+                    np.int32).reshape(len(paths), width)
+    cosine = np.array([[c for _, c in found] + [0.0] * (width - len(found)) for found in listed],
+                      np.float64).reshape(len(paths), width)  # holds every float the lists hold, as they are
     buffer = io.BytesIO()
     np.savez(buffer, key=np.array(_key(digest, settings)), paths=np.array(list(paths), dtype=str),
              matrix=matrix, near=near, cosine=cosine)
