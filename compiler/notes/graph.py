@@ -182,8 +182,11 @@ def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
 
     node_records = [record(node, nodes[node]) for node in sorted(nodes)]
     # Every edge has the same five fields: one format, not a sort of its fields per edge.
+    # Few distinct weights (1.0, and cosines rounded to 4 places): each formatted once. Not zero:
+    # 0.0 and -0.0 are one key and two texts.
+    numbers = {w: _number(w) for w in set(edges.values()) if w}
     edge_records = [f'  {{\n   "key": "{k}",\n   "kind": "{k}",\n   "source": {encoded[s]},\n   "target": {encoded[t]},'
-                    f'\n   "weight": {_number(w)}\n  }}' for (s, t, k), w in sorted(edges.items())]
+                    f'\n   "weight": {numbers[w] if w else _number(w)}\n  }}' for (s, t, k), w in sorted(edges.items())]
     return (f'{{\n "directed": true,\n "graph": {{}},\n "links": {listed(edge_records)},\n "multigraph": true,\n'
             f' "nodes": {listed(node_records)}\n}}\n')
 

@@ -55,7 +55,7 @@ def _note(data: dict[str, Any]) -> Note:
     records = {}
     for name, cls in _RECORDS.items():
         values = data.get(name, ())
-        if any(value.keys() != _FIELDS[cls] for value in values):
+        if values and values[0].keys() != _FIELDS[cls]:  # one encoder wrote the row: its records share a shape
             return Note.from_dict(data)
         records[name] = tuple(_filled(cls, value) for value in values)
     note = Note.from_dict({**data, **dict.fromkeys(_RECORDS, ())})

@@ -49,5 +49,5 @@ def test_graph_text_writes_the_bytes_networkx_writes() -> None:
     links = [ResolvedLink(s, t, Link(t or "gone", rng.randrange(9), rng.choice(("wikilink", "embed", "markdown"))),
                           "broken" if not t else "ok")
              for s in paths for t in rng.sample([*paths, "pic.png", "", "a.md"], 3)]
-    neighbours = {p: [(o, rng.choice((0.5, 0.81, 1 / 3, 1e-05))) for o in rng.sample(paths, 2) if o != p] for p in paths}
+    neighbours = {p: [(o, rng.choice((0.5, 0.81, 1 / 3, 1e-05, 0.0, -0.0))) for o in rng.sample(paths, 2) if o != p] for p in paths}
     assert graph_text(notes, links, neighbours) == graph_json(build_graph(notes, links, neighbours))
