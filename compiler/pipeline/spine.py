@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.core.collector import collector_paused
 from compiler.core.errors import BuildWarning
 from compiler.core.files import contained
 from compiler.core.lock import writer_lock
@@ -97,7 +98,7 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     started = time.perf_counter()
     paths = VaultPaths(vault.resolve())
     identity = embedder.identity if embedder else model_identity(settings.model)
-    with writer_lock(paths.engram):
+    with writer_lock(paths.engram), collector_paused():  # compiler.core.collector says why
         contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
         overrides = _template_overrides(paths, settings)
         last, walked = unchanged_build(paths, settings, identity, overrides)
