@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import math
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -142,7 +143,13 @@ def graph_json(graph: nx.MultiDiGraph) -> str:
 
 def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
                neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> str:
-    """Returns `graph_json(build_graph(notes, links, neighbours))`, the same bytes, without NetworkX.
+    """Returns `graph_json(build_graph(notes, links, neighbours))`, the same bytes, without NetworkX."""
+    return "".join(graph_pieces(notes, links, neighbours))
+
+
+def graph_pieces(notes: Sequence[Note], links: Sequence[ResolvedLink],
+                 neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> Iterator[str]:
+    """Yields `graph_text` in pieces, so a caller can write 180 MB (100,000 notes) without holding it.
 
     The node-link JSON is indented, and an indented `json.dumps` runs the encoder in Python: for
     10,000 notes that took 8 s, most of a compile after one edit. Here each node and edge is a
@@ -177,18 +184,35 @@ def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
                 + "\n  }") if all(k > "id" for k in fields) else \
             "  {\n" + ",\n".join(f"   {_text(k)}: {_text(v)}" for k, v in sorted({"id": node, **fields}.items())) + "\n  }"
 
-    def listed(records: list[str]) -> str:
-        return "[\n" + ",\n".join(records) + "\n ]" if records else "[]"
-
-    node_records = [record(node, nodes[node]) for node in sorted(nodes)]
     # Every edge has the same five fields: one format, not a sort of its fields per edge.
     # Few distinct weights (1.0, and cosines rounded to 4 places): each formatted once. Not zero:
     # 0.0 and -0.0 are one key and two texts.
     numbers = {w: _number(w) for w in set(edges.values()) if w}
-    edge_records = [f'  {{\n   "key": "{k}",\n   "kind": "{k}",\n   "source": {encoded[s]},\n   "target": {encoded[t]},'
-                    f'\n   "weight": {numbers[w] if w else _number(w)}\n  }}' for (s, t, k), w in sorted(edges.items())]
-    return (f'{{\n "directed": true,\n "graph": {{}},\n "links": {listed(edge_records)},\n "multigraph": true,\n'
-            f' "nodes": {listed(node_records)}\n}}\n')
+
+    def edge_record(edge: tuple[tuple[str, str, str], float]) -> str:
+        (s, t, k), w = edge
+        return (f'  {{\n   "key": "{k}",\n   "kind": "{k}",\n   "source": {encoded[s]},\n   "target": {encoded[t]},'
+                f'\n   "weight": {numbers[w] if w else _number(w)}\n  }}')
+
+    yield '{\n "directed": true,\n "graph": {},\n "links": '
+    yield from _listed(sorted(edges.items()), edge_record)
+    yield ',\n "multigraph": true,\n "nodes": '
+    yield from _listed(sorted(nodes), lambda node: record(node, nodes[node]))
+    yield "\n}\n"
+
+
+_CHUNK = 2000  # records per piece: few pieces, none large
+
+
+def _listed(items: Sequence[Any], record: Callable[[Any], str]) -> Iterator[str]:
+    """Yields the indented JSON list of `items`' records, a few thousand records per piece."""
+    if not items:
+        yield "[]"
+        return
+    yield "[\n"
+    for start in range(0, len(items), _CHUNK):
+        yield (",\n" if start else "") + ",\n".join(record(item) for item in items[start:start + _CHUNK])
+    yield "\n ]"
 
 
 def _text(value: object) -> str:

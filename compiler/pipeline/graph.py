@@ -12,17 +12,20 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import tempfile
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from compiler.core.errors import full_disk_guard
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.graph import (
     Neighbours,
-    graph_text,
+    graph_pieces,
     semantic_neighbours,
     unit_matrix,
     updated_neighbours,
@@ -113,9 +116,42 @@ def _save(path: Path, digest: str, settings: Settings, paths: Sequence[str], mat
 
 
 def save_graph(path: Path, notes: Mapping[str, Note], links: Sequence[ResolvedLink], neighbours: Neighbours) -> bool:
-    """Writes the note graph to `path` unless it already holds those bytes; returns whether it wrote."""
-    data = graph_text(list(notes.values()), links, neighbours).encode("utf-8")
-    if path.is_file() and path.read_bytes() == data:
-        return False
-    atomic_write(path, data)
+    """Writes the note graph to `path` unless it already holds those bytes; returns whether it wrote.
+
+    Streamed into a temp file beside it while hashing, then compared with the file's hash: at
+    100,000 notes the text is 180 MB, and holding its records, the text, its bytes and the old
+    file's bytes at once (720 MB) made this the compile's peak of memory."""
+    written = hashlib.sha256()
+    with full_disk_guard(path, "the note graph", after="its previous version is untouched"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".engram-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                for piece in graph_pieces(list(notes.values()), links, neighbours):
+                    data = piece.encode("utf-8")
+                    written.update(data)
+                    handle.write(data)
+                same = _file_digest(path) == written.digest()
+                if not same:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            if same:
+                Path(temp).unlink()
+                return False
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
     return True
+
+
+def _file_digest(path: Path) -> bytes | None:
+    """Returns the sha256 of a file read in 1 MiB blocks, None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.digest()

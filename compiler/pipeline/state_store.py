@@ -18,17 +18,15 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
-from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from compiler.core.errors import BuildWarning
-from compiler.notes.records import FileStamp, Heading, Link, Note, Section
+from compiler.notes.records import FileStamp, Note
 
 SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
           "CREATE TABLE entries (part TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
           "PRIMARY KEY (part, key)) WITHOUT ROWID")
-T = TypeVar("T")
 META = ("version", "model", "model_setting", "fingerprint", "parser", "memory_events", "memory_mark", "note_mark")
 
 
@@ -45,39 +43,11 @@ def _unrecord(_key: str, text: str) -> tuple[str, int, int, int]:
     return digest, int(size), int(mtime), int(inode)
 
 
-def _note(data: dict[str, Any]) -> Note:
-    """Returns `Note.from_dict(data)`, with its links, headings and sections made without `__init__`.
-
-    Loading the state of 100,000 notes makes a million such records, and a frozen dataclass's
-    `__init__` sets each field through `object.__setattr__`: filling the instance's dict at once is
-    three times faster and gives an equal record (same fields and values, same repr and hash).
-    A row whose records do not name exactly their fields (another version) goes through `from_dict`."""
-    records = {}
-    for name, cls in _RECORDS.items():
-        values = data.get(name, ())
-        if values and values[0].keys() != _FIELDS[cls]:  # one encoder wrote the row: its records share a shape
-            return Note.from_dict(data)
-        records[name] = tuple(_filled(cls, value) for value in values)
-    note = Note.from_dict({**data, **dict.fromkeys(_RECORDS, ())})
-    note.__dict__.update(records)  # before anyone holds it: the note is never seen half made
-    return note
-
-
-def _filled(cls: type[T], values: dict[str, Any]) -> T:
-    made = object.__new__(cls)
-    made.__dict__.update(values)
-    return made
-
-
-_RECORDS: dict[str, type] = {"links": Link, "headings": Heading, "sections": Section}
-_FIELDS = {cls: frozenset(f.name for f in fields(cls)) for cls in _RECORDS.values()}
-
-
 # part → (encode a value, decode (key, text) into the value); the BuildState field of the same name.
 PARTS: dict[str, tuple[Callable[[Any], str], Callable[[str, str], Any]]] = {
     "files": (lambda s: _compact([s.size, s.mtime_ns, s.sha256, s.inode]),
               lambda k, t: FileStamp(k, *json.loads(t))),
-    "notes": (lambda n: _compact(n.to_dict()), lambda _k, t: _note(json.loads(t))),
+    "notes": (lambda n: _compact(n.to_dict()), lambda _k, t: Note.from_dict(json.loads(t))),
     "warnings": (lambda ws: _compact([w.to_dict() for w in ws]),
                  lambda _k, t: [BuildWarning(**w) for w in json.loads(t)]),
     "memory_pages": (str, lambda _k, t: t),

@@ -51,3 +51,12 @@ def test_graph_text_writes_the_bytes_networkx_writes() -> None:
              for s in paths for t in rng.sample([*paths, "pic.png", "", "a.md"], 3)]
     neighbours = {p: [(o, rng.choice((0.5, 0.81, 1 / 3, 1e-05, 0.0, -0.0))) for o in rng.sample(paths, 2) if o != p] for p in paths}
     assert graph_text(notes, links, neighbours) == graph_json(build_graph(notes, links, neighbours))
+
+
+def test_graph_text_of_no_notes_and_of_more_than_one_piece() -> None:
+    from compiler.notes.graph import graph_text
+
+    assert graph_text([], [], {}) == graph_json(build_graph([], [], {}))
+    notes = [Note(path=f"n{i}.md", sha256="0" * 64, title=f"N {i}", tags=("t",)) for i in range(2100)]
+    neighbours = {n.path: [(notes[0].path, 0.5)] for n in notes[1:]}
+    assert graph_text(notes, [], neighbours) == graph_json(build_graph(notes, [], neighbours))
