@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,4 +119,6 @@ class BuildWarning:
     kind: str = "warning"  # e.g. frontmatter, encoding, binary, size, broken-link, ambiguous-link
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not `asdict`: its deep copy of four plain values cost a second for the 21,000 warnings
+        # of a 100,000-note vault.
+        return {"file": self.file, "line": self.line, "message": self.message, "kind": self.kind}

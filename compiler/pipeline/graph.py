@@ -12,17 +12,20 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import tempfile
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from compiler.core.errors import full_disk_guard
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.graph import (
     Neighbours,
-    graph_text,
+    graph_pieces,
     semantic_neighbours,
     unit_matrix,
     updated_neighbours,
@@ -50,12 +53,14 @@ def related_file(graph: Path) -> Path:
 
 
 def update_related(cache: Path, previous: Mapping[str, Note], notes: Mapping[str, Note], moved: Collection[str],
-                   vectors: Mapping[str, np.ndarray], settings: Settings) -> Neighbours:
-    """Returns `related_notes(notes, vectors, settings)`, reading only the vectors of the `moved`
+                   vectors: Mapping[str, np.ndarray], settings: Settings) -> tuple[Neighbours, Neighbours | None]:
+    """Returns (`related_notes(notes, vectors, settings)`, the neighbours of the `previous` notes
+    as `cache` held them, None when it held none), reading only the vectors of the `moved`
     notes (edited, new, renamed) when `cache` holds the means of the `previous` notes; then saves
     the cache for the next build."""
     saved = _load(cache, notes_digest(previous), settings)
     paths = sorted(p for p, n in notes.items() if n.sections)
+    old_neighbours = None
     if saved is None:
         means = {p: note_mean(notes[p], vectors) for p in paths}
         neighbours = semantic_neighbours(means, settings.related_min_cosine, settings.related_max)
@@ -71,7 +76,7 @@ def update_related(cache: Path, previous: Mapping[str, Note], notes: Mapping[str
         neighbours = updated_neighbours(old_neighbours, paths, matrix, moved | gone, settings.related_min_cosine,
                                         settings.related_max)
     _save(cache, notes_digest(notes), settings, paths, matrix, neighbours)
-    return neighbours
+    return neighbours, old_neighbours
 
 
 def _key(digest: str, settings: Settings) -> str:
@@ -88,7 +93,9 @@ def _load(path: Path, digest: str, settings: Settings) -> tuple[list[str], np.nd
             near, cosine = data["near"], data["cosine"]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # missing, old or damaged: computed again
         return None
-    neighbours = {p: [(paths[j], float(c)) for j, c in zip(near[i], cosine[i]) if j >= 0] for i, p in enumerate(paths)}
+    # Python lists first: indexing the arrays one element at a time made 500,000 numpy scalars (100,000 notes).
+    near_rows, cosine_rows = near.tolist(), cosine.tolist()
+    neighbours = {p: [(paths[j], c) for j, c in zip(near_rows[i], cosine_rows[i]) if j >= 0] for i, p in enumerate(paths)}
     return paths, matrix, neighbours
 
 
@@ -96,11 +103,12 @@ def _save(path: Path, digest: str, settings: Settings, paths: Sequence[str], mat
           neighbours: Neighbours) -> None:
     rows = {p: i for i, p in enumerate(paths)}
     width = max([len(v) for v in neighbours.values()] + [1])
-    near = np.full((len(paths), width), -1, np.int32)
-    cosine = np.zeros((len(paths), width), np.float64)  # holds every float the lists hold, as they are
-    for p, found in neighbours.items():
-        for k, (other, c) in enumerate(found):
-            near[rows[p], k], cosine[rows[p], k] = rows[other], c
+    # Whole rows as lists, then one array each: assigning 500,000 elements one by one cost a second.
+    listed = [neighbours.get(p, ()) for p in paths]
+    near = np.array([[rows[other] for other, _ in found] + [-1] * (width - len(found)) for found in listed],
+                    np.int32).reshape(len(paths), width)
+    cosine = np.array([[c for _, c in found] + [0.0] * (width - len(found)) for found in listed],
+                      np.float64).reshape(len(paths), width)  # holds every float the lists hold, as they are
     buffer = io.BytesIO()
     np.savez(buffer, key=np.array(_key(digest, settings)), paths=np.array(list(paths), dtype=str),
              matrix=matrix, near=near, cosine=cosine)
@@ -108,9 +116,42 @@ def _save(path: Path, digest: str, settings: Settings, paths: Sequence[str], mat
 
 
 def save_graph(path: Path, notes: Mapping[str, Note], links: Sequence[ResolvedLink], neighbours: Neighbours) -> bool:
-    """Writes the note graph to `path` unless it already holds those bytes; returns whether it wrote."""
-    data = graph_text(list(notes.values()), links, neighbours).encode("utf-8")
-    if path.is_file() and path.read_bytes() == data:
-        return False
-    atomic_write(path, data)
+    """Writes the note graph to `path` unless it already holds those bytes; returns whether it wrote.
+
+    Streamed into a temp file beside it while hashing, then compared with the file's hash: at
+    100,000 notes the text is 180 MB, and holding its records, the text, its bytes and the old
+    file's bytes at once (720 MB) made this the compile's peak of memory."""
+    written = hashlib.sha256()
+    with full_disk_guard(path, "the note graph", after="its previous version is untouched"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".engram-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                for piece in graph_pieces(list(notes.values()), links, neighbours):
+                    data = piece.encode("utf-8")
+                    written.update(data)
+                    handle.write(data)
+                same = _file_digest(path) == written.digest()
+                if not same:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            if same:
+                Path(temp).unlink()
+                return False
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
     return True
+
+
+def _file_digest(path: Path) -> bytes | None:
+    """Returns the sha256 of a file read in 1 MiB blocks, None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.digest()

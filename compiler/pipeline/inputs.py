@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,21 +27,30 @@ from typing import Any
 
 import compiler
 from compiler.core import clock
+from compiler.core.errors import BuildWarning
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.records import FileStamp
-from compiler.notes.scan import ScanResult, scan_vault
+from compiler.notes.scan import ScanResult, VaultFiles, stamp_files, walk_vault
 from compiler.pipeline.vault_paths import VaultPaths
 
-INPUTS_VERSION = 2
+INPUTS_VERSION = 3
 BUNDLED_TEMPLATES = Path(compiler.__file__).resolve().parent.parent / "templates"
 MEMORY_SKIPPED = ("cache", "lock")  # under .engram: derived or transient, never an input of the pages
+# The report fields a no-op returns (spine._unchanged_report): the record keeps these, not the
+# lists of a first build's 100,000 changed notes and written pages.
+REPORT_KEPT = ("notes", "sections", "links", "memories", "warnings")
 
 
 @dataclass(frozen=True)
 class BuildInputs:
     """The digest of one build's inputs, in parts (so a mismatch can be named in tests), and the
-    note stamps the next scan starts from."""
+    note stamps the next scan starts from.
+
+    Two parts name the notes: "notes" by their content (path and sha256: a touched note is
+    unchanged) and "note_stats" by their stat alone (path, size, mtime_ns, inode). A no-op compile
+    compares the stats and never loads the stamps; only when a stat moved are the stamps read and
+    the content compared."""
 
     parts: dict[str, str]
     stamps: dict[str, FileStamp]
@@ -60,50 +69,54 @@ def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: Sc
                   override_templates: Path, shown_at: str) -> BuildInputs:
     """Returns the digest of what a build of `scan` reads, as it is on disk now; `shown_at` is the
     instant its memory pages show strength at ("" when there are no memories)."""
-    notes = [(s.path, s.sha256) for s in scan.notes]  # content, not stat: a touched note is unchanged
-    skipped = [w.to_dict() for w in scan.skipped]
-    parts = {
-        "settings": _digest([settings.to_dict(), identity, shown_at]),
-        "code": _digest(_code_stats()),
-        "templates": _digest([*_tree_stats(BUNDLED_TEMPLATES), *_tree_stats(override_templates)]),
-        "notes": _digest([notes, list(scan.attachments), skipped]),
-        "memory": _digest(_tree_stats(paths.engram, skip=MEMORY_SKIPPED)),
-        "pages": _digest(_tree_stats(paths.root / settings.out)),
-        # The notes' flat vector store by its file (compiler.index.flat.store_path, not imported: it
-        # loads numpy): a memory command may recreate `flat/` for its own store without this one.
-        "derived": _digest([_stat(p) for p in (paths.state, paths.graph, paths.fts,
-                                               paths.cache / "flat" / "sections.sqlite")]
-                           + [(paths.cache / "chroma").is_dir()]),
-    }
+    stats = [(s.path, s.size, s.mtime_ns, s.inode) for s in scan.notes]
+    parts = {**_other_parts(paths, settings, identity, override_templates, shown_at),
+             "notes": _notes_part(scan), "note_stats": _stats_part(stats, scan.attachments, scan.skipped)}
     return BuildInputs(parts, {s.path: s for s in scan.notes})
 
 
 def unchanged_build(paths: VaultPaths, settings: Settings, identity: str, override_templates: Path
-                    ) -> tuple[dict[str, Any] | None, ScanResult | None]:
+                    ) -> tuple[dict[str, Any] | None, VaultFiles | None]:
     """Returns (the last build's report, None) when nothing it read has changed since, else (None,
-    the scan made to find out, for the build to reuse; None when there was no record to compare)."""
+    the walk of the vault made to find out, for the build to stamp; None when there was no record)."""
     record = _load(paths.inputs)
     if record is None or settings.chroma_url:  # a Chroma server can be emptied or swapped behind our back
         return None, None
-    previous, report, memory = record
+    parts, report, memory = record
     now = clock.utc_now()
     if memory.get("maintenance_due") and now >= clock.parse_time(memory["maintenance_due"]):
         return None, None  # maintenance falls due: the build runs it
     shown_at = clock.format_time(shown_instant(settings, now)) if memory.get("shown_at") else ""
-    scan = scan_vault(paths.root, (*settings.ignore, settings.out), previous.stamps)
-    current = gather_inputs(paths, settings, identity, scan, override_templates, shown_at)
-    if not current.matches(previous):
-        return None, scan
-    if current.stamps != previous.stamps:  # touched, not changed: remember the new stats, hash them never again
-        save_inputs(paths.inputs, current, report, memory)
+    files = walk_vault(paths.root, (*settings.ignore, settings.out))
+    others = _other_parts(paths, settings, identity, override_templates, shown_at)
+    if any(parts.get(name) != digest for name, digest in others.items()):
+        return None, files
+    if parts.get("note_stats") == _stats_part(*files.split(), files.skipped):
+        return report, None
+    # A stat moved: hash the notes whose stat is new (touched, or edited) and compare their content.
+    scan = stamp_files(files, _load_stamps(_stamps_path(paths.inputs)))
+    if parts.get("notes") != _notes_part(scan):
+        return None, files
+    current = BuildInputs({**others, "notes": parts["notes"],
+                           "note_stats": _stats_part([(s.path, s.size, s.mtime_ns, s.inode) for s in scan.notes],
+                                                     scan.attachments, scan.skipped)},
+                          {s.path: s for s in scan.notes})
+    save_inputs(paths.inputs, current, report, memory)  # touched, not changed: hash them never again
     return report, None
 
 
 def save_inputs(path: Path, inputs: BuildInputs, report: Mapping[str, Any], memory: Mapping[str, str]) -> None:
-    """Writes the record of a finished build: its inputs' digest, the note stamps, its report and
-    `memory` ({"shown_at", "maintenance_due"}, each "" when it does not apply)."""
-    data = {"version": INPUTS_VERSION, "parts": inputs.parts, "memory": dict(memory), "report": report,
-            "stamps": {p: [s.size, s.mtime_ns, s.sha256, s.inode] for p, s in inputs.stamps.items()}}
+    """Writes the record of a finished build: its inputs' digest, its report and `memory`
+    ({"shown_at", "maintenance_due"}, each "" when it does not apply); the note stamps go to a
+    file of their own beside it, read only when a note's stat moved.
+
+    The stamps are written first: whatever they hold is true (each hash was read from a file with
+    that stat), so a stamps file older or newer than the record only costs a hash, never a miss."""
+    stamps = {p: [s.size, s.mtime_ns, s.sha256, s.inode] for p, s in inputs.stamps.items()}
+    atomic_write(_stamps_path(path), json.dumps(stamps, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+                 durable=False)
+    data = {"version": INPUTS_VERSION, "parts": inputs.parts, "memory": dict(memory),
+            "report": {k: report[k] for k in REPORT_KEPT}}
     atomic_write(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), durable=False)
 
 
@@ -112,16 +125,55 @@ def forget_inputs(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-def _load(path: Path) -> tuple[BuildInputs, dict[str, Any], dict[str, str]] | None:
+def _stamps_path(inputs: Path) -> Path:
+    return inputs.with_name("inputs-stamps.json")
+
+
+def _load(path: Path) -> tuple[dict[str, str], dict[str, Any], dict[str, str]] | None:
     try:
         data = json.loads(path.read_bytes())
         if data.get("version") != INPUTS_VERSION:
             return None
-        stamps = {p: FileStamp(p, *stamp) for p, stamp in data["stamps"].items()}
         memory = {k: str(data["memory"].get(k) or "") for k in ("shown_at", "maintenance_due")}
-        return BuildInputs(dict(data["parts"]), stamps), data["report"], memory
+        return dict(data["parts"]), data["report"], memory
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _load_stamps(path: Path) -> dict[str, FileStamp]:
+    """Returns the note stamps of the last build's record; {} when missing or unreadable (every note is hashed)."""
+    try:
+        return {p: FileStamp(p, *stamp) for p, stamp in json.loads(path.read_bytes()).items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _other_parts(paths: VaultPaths, settings: Settings, identity: str, override_templates: Path,
+                 shown_at: str) -> dict[str, str]:
+    """Returns every part of the digest but the notes'."""
+    return {
+        "settings": _digest([settings.to_dict(), identity, shown_at]),
+        "code": _stats_digest(_code_stats()),
+        "templates": _stats_digest([*_tree_stats(BUNDLED_TEMPLATES), ("", 0, 0, 0), *_tree_stats(override_templates)]),
+        "memory": _stats_digest(_tree_stats(paths.engram, skip=MEMORY_SKIPPED)),
+        "pages": _stats_digest(_tree_stats(paths.root / settings.out)),
+        # The notes' flat vector store by its file (compiler.index.flat.store_path, not imported: it
+        # loads numpy): a memory command may recreate `flat/` for its own store without this one.
+        "derived": _digest([_stat(p) for p in (paths.state, paths.graph, paths.fts,
+                                               paths.cache / "flat" / "sections.sqlite")]
+                           + [(paths.cache / "chroma").is_dir()]),
+    }
+
+
+def _notes_part(scan: ScanResult) -> str:
+    """The notes by content (a touched note is unchanged), the attachments by path, what was skipped."""
+    return _digest([[(s.path, s.sha256) for s in scan.notes], list(scan.attachments), [w.to_dict() for w in scan.skipped]])
+
+
+def _stats_part(stats: Iterable[tuple[str, int, int, int]], attachments: Iterable[str],
+                skipped: Iterable[BuildWarning]) -> str:
+    """The notes by stat: equal stats mean equal bytes (the assumption scan makes), so no note is read."""
+    return _digest([_stats_digest(stats), list(attachments), [w.to_dict() for w in skipped]])
 
 
 def _code_stats() -> list[tuple[str, int, int, int]]:
@@ -142,23 +194,37 @@ def _stat(path: Path) -> tuple[str, int, int, int] | None:
 
 
 def _tree_stats(root: Path, suffix: str = "", skip: Iterable[str] = ()) -> list[tuple[str, int, int, int]]:
-    """Returns (relative path, size, mtime_ns, inode) of every file under `root`, sorted; [] when absent."""
-    return sorted(_walk_stats(root, "", suffix, tuple(skip)))
+    """Returns (relative path, size, mtime_ns, inode) of every file under `root`, sorted; [] when absent.
+
+    One list and a stack of folders, not nested generators: at 100,000 generated pages each
+    yield passing up through every level of the recursion cost more than the stats."""
+    found: list[tuple[str, int, int, int]] = []
+    folders = [(str(root), "")]
+    skip = frozenset(skip)
+    while folders:
+        folder, prefix = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if rel not in skip and entry.name != "__pycache__":
+                    folders.append((entry.path, rel + "/"))
+            elif entry.name.endswith(suffix):
+                try:
+                    stat = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                found.append((rel, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+    found.sort()
+    return found
 
 
-def _walk_stats(root: Path, prefix: str, suffix: str, skip: tuple[str, ...]) -> Iterator[tuple[str, int, int, int]]:
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return
-    for entry in entries:
-        rel = prefix + entry.name
-        if entry.is_dir(follow_symlinks=False):
-            if rel not in skip and entry.name != "__pycache__":
-                yield from _walk_stats(Path(entry.path), rel + "/", suffix, skip)
-        elif entry.name.endswith(suffix):
-            try:
-                stat = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            yield rel, stat.st_size, stat.st_mtime_ns, stat.st_ino
+def _stats_digest(rows: Iterable[tuple[str, int, int, int]]) -> str:
+    """Returns a digest of (path, size, mtime_ns, inode) rows: joined as text, which costs half
+    of `json.dumps` on 100,000 rows (a path holds no NUL, the numbers no newline: one reading)."""
+    return hashlib.sha256("\n".join([f"{p}\0{s}\0{m}\0{i}" for p, s, m, i in rows]).encode("utf-8",
+                                                                                             "surrogateescape")).hexdigest()

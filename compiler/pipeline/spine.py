@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.core.collector import collector_paused
 from compiler.core.errors import BuildWarning
 from compiler.core.files import contained
 from compiler.core.lock import writer_lock
@@ -22,7 +23,7 @@ from compiler.core.progress import Progress, no_progress
 from compiler.core.settings import Settings
 from compiler.embed.embedder import Embedder, model_identity
 from compiler.notes.records import ResolvedLink
-from compiler.notes.scan import ScanResult, edited_since, scan_vault
+from compiler.notes.scan import ScanResult, VaultFiles, stamp_files, walk_vault
 from compiler.pipeline.inputs import (
     forget_inputs,
     gather_inputs,
@@ -70,7 +71,9 @@ class BuildReport:
     token_file: dict[str, Any] = field(default_factory=dict)  # its bytes, the share dead, a compaction's result
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # `asdict` without its deep copy of the warnings (a second at 100,000 notes); the rest is
+        # small and copied as `asdict` would.
+        data = asdict(replace(self, warnings=[]))
         data["warnings"] = [w.to_dict() for w in self.warnings]
         return data
 
@@ -95,20 +98,20 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     started = time.perf_counter()
     paths = VaultPaths(vault.resolve())
     identity = embedder.identity if embedder else model_identity(settings.model)
-    with writer_lock(paths.engram):
+    with writer_lock(paths.engram), collector_paused():  # compiler.core.collector says why
         contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
         overrides = _template_overrides(paths, settings)
-        last, scanned = unchanged_build(paths, settings, identity, overrides)
+        last, walked = unchanged_build(paths, settings, identity, overrides)
         if last is not None:
             report = _unchanged_report(last, started)
             _tell(warn, report.warnings)
             return report
         forget_inputs(paths.inputs)
-        return _build(paths, settings, embedder, overrides, scanned, progress, warn, started)
+        return _build(paths, settings, embedder, overrides, walked, progress, warn, started)
 
 
 def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, overrides: Path,
-           scanned: ScanResult | None, progress: Progress, warn: Warn, started: float) -> BuildReport:
+           walked: VaultFiles | None, progress: Progress, warn: Warn, started: float) -> BuildReport:
     """Runs every stage (under the writer lock the caller holds); returns the report.
 
     The stages are imported here, not at the top: a no-op compile in a new process (a
@@ -117,7 +120,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.core.files import write_pages
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.memory.index import memory_text
-    from compiler.notes.links import resolve_links
+    from compiler.notes.links import resolve_links, vault_index
     from compiler.pipeline.graph import related_file, save_graph, update_related
     from compiler.pipeline.index import (
         SectionVectors,
@@ -128,9 +131,11 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     )
     from compiler.pipeline.memories import compile_memories
     from compiler.pipeline.memory_pages import KeptPages, page_records
+    from compiler.pipeline.note_pages import notes_to_digest, render_mark
     from compiler.pipeline.notes import parse_notes
     from compiler.render.notes import (
         VaultView,
+        note_pages_key,
         render_changed_note_pages,
         template_environment,
     )
@@ -142,34 +147,43 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     previous, reason = previous_build(paths, model.identity, settings)
     wiki = WikiLayout.of(paths.root, settings)
     navigation, wiki_warnings = refresh_navigation(wiki)  # pages edited by hand: index.md and log.md follow
-    scan = _rescan(paths, settings, previous, None if navigation else scanned)
+    scan = _scan(paths, settings, previous, None if navigation else walked)
     with progress("parse", len(scan.edited)) as tick:
         parsed = parse_notes(paths.root, scan, previous, settings, tick)
-    links, link_warnings = resolve_links(list(parsed.notes.values()), scan.attachments)
+    index = vault_index(parsed.notes, scan.attachments)
+    links, link_warnings = resolve_links(list(parsed.notes.values()), index=index)
     found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings, *wiki_warnings])
     _tell(warn, found)
     stale = sorted(parsed.notes) if reason else parsed.changed  # the notes whose vectors are read now
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
         vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick, parsed.moved_from)
     update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
-    neighbours = update_related(related_file(paths.graph), previous.notes, parsed.notes, parsed.changed, vectors,
-                                settings)
+    neighbours, last_neighbours = update_related(related_file(paths.graph), previous.notes, parsed.notes,
+                                                 parsed.changed, vectors, settings)
     save_graph(paths.graph, parsed.notes, links, neighbours)
     env = template_environment(overrides, settings.out)
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
-    # What search looks a section up by, and what a moved note was embedded as (they differ when a
-    # move changed its title); every live memory's text.
-    in_use = [*section_texts(parsed.notes), *section_texts(parsed.notes, parsed.moved_from),
-              *(memory_text(o) for o in memory.state.values() if o.live)]
-    token_file = compact_token_vectors(paths.embeddings, model, in_use)
+    def in_use() -> Iterator[str]:
+        """What search looks a section up by, and what a moved note was embedded as (they differ when
+        a move changed its title); every live memory's text. Made only when read: a model without
+        token vectors never reads it (at 100,000 notes these texts cost 1.6 s to put together)."""
+        yield from section_texts(parsed.notes)
+        yield from section_texts(parsed.notes, parsed.moved_from)
+        yield from (memory_text(o) for o in memory.state.values() if o.live)
+
+    token_file = compact_token_vectors(paths.embeddings, model, in_use())
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
     lint = lint_wiki(wiki, files=[*(s.path for s in scan.notes), *scan.attachments]) if wiki.wiki.is_dir() else None
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects, lint)
     unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
-    notes_pages = render_changed_note_pages(view, env, settings.out, unchanged)
+    mark = render_mark(note_pages_key(env), settings.out, parsed.notes, scan.attachments)
+    moved = notes_to_digest(previous.note_mark, mark, previous.notes, parsed.notes, parsed.changed, links, index,
+                            neighbours, last_neighbours)
+    notes_pages = render_changed_note_pages(view, env, settings.out, unchanged, moved,
+                                            {p: r[0] for p, r in previous.note_renders.items()})
     pages = {**notes_pages.pages, **memory.pages}
     written = write_pages(paths.root, settings.out, pages, keep=[*memory.kept, *notes_pages.kept])
     _tell(warn, written.warnings)
@@ -183,7 +197,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         memory_renders=page_records(paths.root, settings.out, memory.digests, memory.kept,
                                     [w.file for w in written.warnings]), memory_mark=memory.render_mark,
         note_renders=page_records(paths.root, settings.out, notes_pages.digests,
-                                  {p: unchanged.stamps[p] for p in notes_pages.kept}, [w.file for w in written.warnings])),
+                                  {p: unchanged.stamps[p] for p in notes_pages.kept}, [w.file for w in written.warnings]),
+        note_mark=mark),
                base=previous)
     report = BuildReport(
         notes=len(parsed.notes), sections=parsed.sections, changed=parsed.changed, removed=parsed.removed,
@@ -198,15 +213,14 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     return report
 
 
-def _rescan(paths: VaultPaths, settings: Settings, previous: BuildState, scanned: ScanResult | None) -> ScanResult:
+def _scan(paths: VaultPaths, settings: Settings, previous: BuildState, walked: VaultFiles | None) -> ScanResult:
     """Returns the scan of the vault, with its edits counted against `previous` (the build state).
 
-    The scan made to check for a no-op is reused: its stamps are right, only what counts as
-    edited depends on which state the build starts from.
+    The walk made to check for a no-op is reused (at 100,000 notes a walk costs half a second):
+    its stats are right, and only the notes whose stat moved since `previous` are hashed.
     """
-    if scanned is None:
-        return scan_vault(paths.root, (*settings.ignore, settings.out), previous.files)
-    return replace(scanned, edited=edited_since(scanned.notes, previous.files))
+    files = walked or walk_vault(paths.root, (*settings.ignore, settings.out))
+    return stamp_files(files, previous.files)
 
 
 def _unchanged_report(last: dict[str, Any], started: float) -> BuildReport:

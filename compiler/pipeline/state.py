@@ -48,13 +48,16 @@ class BuildState:
     memory_mark: dict[str, Any] = field(default_factory=dict)
     # the same as memory_renders for the note pages (catalog, health, backlinks): a page whose inputs did not move is kept
     note_renders: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
+    # what the note pages' digests were made with (compiler.pipeline.note_pages.render_mark): while it
+    # holds, a page none of whose inputs moved keeps its recorded digest, not computed again
+    note_mark: str = ""
     # True when this is exactly what the state file holds (read from it): the next save writes the difference
     stored: bool = field(default=False, compare=False)
 
     def meta(self) -> dict[str, Any]:
         return {"version": STATE_VERSION, "model": self.model, "model_setting": self.model_setting,
                 "fingerprint": self.fingerprint, "parser": self.parser, "memory_events": self.memory_events,
-                "memory_mark": self.memory_mark}
+                "memory_mark": self.memory_mark, "note_mark": self.note_mark}
 
     def parts(self) -> dict[str, dict[str, Any]]:
         """Returns {part: {key: value}}: the rows of compiler.pipeline.state_store."""
@@ -77,6 +80,7 @@ def load_state(path: Path) -> tuple[BuildState, str]:
             return BuildState(), "build state from another version"
         return BuildState(**{k: data[k] for k in ("model", "model_setting", "fingerprint", "parser")},
                           memory_events=data.get("memory_events", ""), memory_mark=dict(data["memory_mark"]),
+                          note_mark=data.get("note_mark", ""),
                           **{part: data[part] for part in PARTS}, stored=True), ""
     except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"

@@ -27,7 +27,7 @@ from compiler.notes.records import FileStamp, Note
 SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
           "CREATE TABLE entries (part TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
           "PRIMARY KEY (part, key)) WITHOUT ROWID")
-META = ("version", "model", "model_setting", "fingerprint", "parser", "memory_events", "memory_mark")
+META = ("version", "model", "model_setting", "fingerprint", "parser", "memory_events", "memory_mark", "note_mark")
 
 
 def _compact(value: Any) -> str:

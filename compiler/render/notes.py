@@ -12,7 +12,7 @@ import posixpath
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from compiler.notes.markdown_rules import inert, inert_block
 from compiler.notes.records import Note, ResolvedLink
 
 PACKAGE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # editable checkout
+NOTE_TEMPLATES = ("catalog.md.j2", "health.md.j2", "backlinks.md.j2")
 _RENDER_CODE = Path(__file__).read_bytes() + Path(inert.__code__.co_filename).read_bytes()  # what page digests hold of the code
 
 
@@ -75,6 +76,13 @@ def backlinks_page(note_path: str) -> str:
     vault never becomes ambiguous because of us. The note's folders are legal names already; the
     file name is bounded (a 250-byte note name would otherwise make a 256-byte page name).
     """
+    if note_path.endswith(".md") and "//" not in note_path and not note_path.startswith("/"):
+        # Most notes: the same split as below without posixpath's three calls (100,000 notes per
+        # compile). A name starting with "." has no extension to splitext: the general way.
+        folder, _, name = note_path[:-3].rpartition("/")
+        if name and not name.startswith("."):
+            page = bounded_name(name, ".links.md", note_path)
+            return f"backlinks/{folder}/{page}" if folder else f"backlinks/{page}"
     stem, ext = posixpath.splitext(note_path)
     folder, name = posixpath.split(f"{stem}{'' if ext == '.md' else ext}")
     return posixpath.join("backlinks", folder, bounded_name(name, ".links.md", note_path))
@@ -95,11 +103,16 @@ class NotePages:
 
 
 def render_changed_note_pages(view: VaultView, env: jinja2.Environment, out: str,
-                              unchanged: Callable[[str, str], bool] = lambda page, digest: False) -> NotePages:
+                              unchanged: Callable[[str, str], bool] = lambda page, digest: False,
+                              moved: Collection[str] | None = None, last: Mapping[str, str] | None = None) -> NotePages:
     """Renders the catalog, the health page and every backlinks page, but a page for which
     `unchanged(page, digest of its inputs)` is true: after one edit, a few pages of 10,000 are
     rendered. The digest holds everything the page's bytes are made of (the template, the render
-    code, and the values the template reads), so a page kept is the page a render would give."""
+    code, and the values the template reads), so a page kept is the page a render would give.
+
+    `moved`, when given, names the notes whose backlinks page may show something new since the
+    build whose page digests `last` holds (compiler.pipeline.note_pages says which): every other
+    backlinks page takes its digest from `last` instead of digesting its inputs again."""
     by_path = {n.path: n for n in view.notes}
     incoming: dict[str, list[ResolvedLink]] = defaultdict(list)
     outgoing: dict[str, list[ResolvedLink]] = defaultdict(list)
@@ -109,15 +122,16 @@ def render_changed_note_pages(view: VaultView, env: jinja2.Environment, out: str
             incoming[link.target].append(link)
     result = NotePages({}, {}, [])
 
-    def page(name: str, template: str, inputs: Callable[[], Any], render: Callable[[], str]) -> None:
-        digest = page_digest(keys[template], name, inputs())
+    def page(name: str, template: str, inputs: Callable[[], Any], render: Callable[[], str], known: str | None = None
+             ) -> None:
+        digest = known or page_digest(keys[template], name, inputs())
         result.digests[name] = digest
         if unchanged(name, digest):
             result.kept.append(name)
         else:
             result.pages[name] = render()
 
-    keys = {name: template_key(env, name) for name in ("catalog.md.j2", "health.md.j2", "backlinks.md.j2")}
+    keys = {name: template_key(env, name) for name in NOTE_TEMPLATES}
     page("catalog.md", "catalog.md.j2", lambda: _catalog_inputs(view, out),
          lambda: env.get_template("catalog.md.j2").render(**_catalog(view, out)))
     health = _health(view, incoming, outgoing)
@@ -125,14 +139,33 @@ def render_changed_note_pages(view: VaultView, env: jinja2.Environment, out: str
          lambda: env.get_template("health.md.j2").render(**health))
     backlinks = env.get_template("backlinks.md.j2")
     for note in sorted(view.notes, key=lambda n: n.path):
-        linked = {l.source for l in incoming[note.path]} | {l.target for l in outgoing[note.path]}
-        related = [(by_path[p], c) for p, c in view.neighbours.get(note.path, ()) if p not in linked and p in by_path]
-        context = {"note": note, "incoming": [(by_path[link.source], link, n) for link, n in places(incoming[note.path])],
-                   "sources": len({l.source for l in incoming[note.path]}), "outgoing": places(outgoing[note.path]),
-                   "related": related}
-        page(backlinks_page(note.path), "backlinks.md.j2", lambda: _backlinks_inputs(context, by_path),
-             lambda: backlinks.render(**context, by_path=by_path))
+        name = backlinks_page(note.path)
+        known = last.get(name) if moved is not None and last is not None and note.path not in moved else None
+        if known is not None and unchanged(name, known):  # most pages after an edit: nothing is built for them
+            result.digests[name] = known
+            result.kept.append(name)
+            continue
+        context = _backlinks_context(note, incoming, outgoing, by_path, view.neighbours)
+        page(name, "backlinks.md.j2", lambda: _backlinks_inputs(context, by_path),
+             lambda: backlinks.render(**context, by_path=by_path), known)
     return result
+
+
+def _backlinks_context(note: Note, incoming: Mapping[str, list[ResolvedLink]],
+                       outgoing: Mapping[str, list[ResolvedLink]], by_path: Mapping[str, Note],
+                       neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, Any]:
+    """Returns what the backlinks page of `note` shows (but `by_path`, which every page shares)."""
+    into, out_of = incoming.get(note.path, []), outgoing.get(note.path, [])
+    linked = {l.source for l in into} | {l.target for l in out_of}
+    related = [(by_path[p], c) for p, c in neighbours.get(note.path, ()) if p not in linked and p in by_path]
+    return {"note": note, "incoming": [(by_path[link.source], link, n) for link, n in places(into)],
+            "sources": len({l.source for l in into}), "outgoing": places(out_of), "related": related}
+
+
+def note_pages_key(env: jinja2.Environment) -> str:
+    """Returns a digest of what turns every note page's inputs into its bytes (`template_key` of each
+    template): while it holds, a page whose inputs did not move has the digest it had."""
+    return hashlib.sha256(repr([template_key(env, name) for name in NOTE_TEMPLATES]).encode("utf-8")).hexdigest()
 
 
 def template_key(env: jinja2.Environment, name: str) -> str:

@@ -35,3 +35,28 @@ def test_saved_graph_agrees_with_networkx(tmp_path: Path) -> None:
 def test_a_missing_graph_is_empty(tmp_path: Path) -> None:
     graph = load_graph(tmp_path / "graph.json")
     assert not graph.has_node("a.md") and not graph.has_edge("a.md", "b.md")
+
+
+def test_graph_text_writes_the_bytes_networkx_writes() -> None:
+    import random
+
+    from compiler.notes.graph import graph_text
+
+    rng = random.Random(5)
+    paths = ["a.md", "B/ñandú \"q\".md", "c.md", "d\\e.md", "Ω/z.qmd"]
+    notes = [Note(path=p, sha256="0" * 64, title=rng.choice((p, "Tïtle \"x\"\n", "#tag?")),
+                  tags=tuple(rng.sample(("ops", "x/y", "ünï"), rng.randrange(3)))) for p in paths]
+    links = [ResolvedLink(s, t, Link(t or "gone", rng.randrange(9), rng.choice(("wikilink", "embed", "markdown"))),
+                          "broken" if not t else "ok")
+             for s in paths for t in rng.sample([*paths, "pic.png", "", "a.md"], 3)]
+    neighbours = {p: [(o, rng.choice((0.5, 0.81, 1 / 3, 1e-05, 0.0, -0.0))) for o in rng.sample(paths, 2) if o != p] for p in paths}
+    assert graph_text(notes, links, neighbours) == graph_json(build_graph(notes, links, neighbours))
+
+
+def test_graph_text_of_no_notes_and_of_more_than_one_piece() -> None:
+    from compiler.notes.graph import graph_text
+
+    assert graph_text([], [], {}) == graph_json(build_graph([], [], {}))
+    notes = [Note(path=f"n{i}.md", sha256="0" * 64, title=f"N {i}", tags=("t",)) for i in range(2100)]
+    neighbours = {n.path: [(notes[0].path, 0.5)] for n in notes[1:]}
+    assert graph_text(notes, [], neighbours) == graph_json(build_graph(notes, [], neighbours))

@@ -42,3 +42,23 @@ def test_symlinks_and_fifos_that_are_not_read_are_each_named_once(make_vault, tm
         ("pipe.md", "skipped", "not a regular file (a FIFO), skipped"),
         ("secret.md", "skipped", "symlink to a file outside the vault, skipped"),
     ]
+
+
+def test_ignore_globs_as_one_regex_match_fnmatch_glob_by_glob():
+    import fnmatch
+    import itertools
+
+    from compiler.notes.scan import is_ignored
+
+    globs = ["_engram", "drafts/", "*.tmp", "a/*/c", "[Tt]emplates", "**/x?", "q[!0-9]*", ""]
+    paths = ["_engram", "_engram/p.md", "drafts/n.md", "draftsy.md", "a.tmp", "a/b/c", "a/b/c/d.md", "Templates/t.md",
+             "temp/x1", "x1", "qa", "q1", "notes/n.md", "a/b/d", "\u00e9/x.md"]
+
+    def one_by_one(path, ignore):
+        return any(fnmatch.fnmatchcase(path, g.rstrip("/")) or fnmatch.fnmatchcase(path, g.rstrip("/") + "/*")
+                   for g in ignore)
+
+    for size in (0, 1, 3):
+        for ignore in itertools.combinations(globs, size):
+            for path in paths:
+                assert is_ignored(path, ignore) == one_by_one(path, ignore), (path, ignore)

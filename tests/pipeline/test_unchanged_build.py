@@ -63,6 +63,51 @@ def test_touched_but_unchanged_note_is_hashed_once_and_rebuilds_nothing(make_vau
     assert hashed == ["Alpha.md"] and len(scans) == 1  # hashed on the first look only, no full build
 
 
+def test_noop_decides_from_stats_without_reading_the_stamps(make_vault, fake_embedder, scans, monkeypatch):
+    vault = make_vault(NOTES)
+    built(vault, fake_embedder)
+    monkeypatch.setattr(inputs, "_load_stamps", lambda path: pytest.fail("a no-op read the note stamps"))
+    assert built(vault, fake_embedder).written == [] and len(scans) == 1
+
+
+def test_lost_stamps_cost_a_hash_of_every_note_never_a_build(make_vault, fake_embedder, scans, monkeypatch):
+    vault = make_vault(NOTES)
+    built(vault, fake_embedder)
+    (vault / ".engram/cache/inputs-stamps.json").unlink()
+    os.utime(vault / "Alpha.md", ns=(10**18, 10**18))
+    hashed = []
+    import compiler.notes.scan as scan
+
+    original = scan.file_sha256
+    monkeypatch.setattr(scan, "file_sha256", lambda p: hashed.append(p.name) or original(p))
+    assert built(vault, fake_embedder).written == [] and len(scans) == 1
+    assert sorted(hashed) == ["Alpha.md", "Home.md"]
+
+
+def _rewrite_in_place(path: Path, old: bytes, new: bytes) -> None:
+    """Overwrites bytes inside the file, as an editor saving in place does: same inode, same size,
+    and the folder's mtime does not move (no entry was added or removed)."""
+    assert len(old) == len(new)
+    data = path.read_bytes()
+    folder = path.parent.stat().st_mtime_ns
+    with open(path, "r+b") as handle:
+        handle.write(data.replace(old, new))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))  # a coarse clock still moves
+    assert path.parent.stat().st_mtime_ns == folder
+
+
+def test_same_size_edits_in_place_of_a_note_or_a_page_are_noticed(make_vault, fake_embedder):
+    vault = make_vault(NOTES)
+    built(vault, fake_embedder)
+    _rewrite_in_place(vault / "Alpha.md", b"payments", b"Payments")
+    assert built(vault, fake_embedder).changed == ["Alpha.md"]
+    page = vault / "_engram/backlinks/Alpha.links.md"
+    text = page.read_text()
+    _rewrite_in_place(page, b"Home", b"Hone")
+    assert built(vault, fake_embedder).written == ["_engram/backlinks/Alpha.links.md"]
+    assert page.read_text() == text
+
+
 def test_edited_note_rebuilds(make_vault, fake_embedder):
     vault = make_vault(NOTES)
     built(vault, fake_embedder)

@@ -18,7 +18,7 @@ from compiler.core.files import is_generated, write_pages
 from compiler.notes.links import resolve_links
 from compiler.notes.parse import parse_note
 from compiler.notes.search import unmark_links
-from compiler.render.notes import VaultView, render_note_pages, template_environment
+from compiler.render.notes import VaultView, backlinks_page, render_note_pages, template_environment
 from tests.conftest import EXAMPLE_VAULT
 from tests.render.pages import bad_dates, page_links, split_page, tags
 
@@ -202,3 +202,15 @@ def test_a_generated_base_file_is_ours_to_rewrite_and_delete(tmp_path: Path):
 ])
 def test_search_snippets_keep_wikilinks_whole(snippet, expected):
     assert unmark_links(snippet) == expected
+
+
+@pytest.mark.parametrize("note", ["a.md", "x/y/b.c.md", "x/.md", ".md", "a.qmd", "f/a b.MD", "x//y.md", "x/y.md.md",
+                                  "é/" + "ñ" * 200 + ".md", "a/..md", "/a.md", "a/b/.c.md", "..md", "a/b..md"])
+def test_backlinks_page_shortcut_names_pages_as_posixpath_does(note):
+    import posixpath
+
+    from compiler.core.files import bounded_name
+
+    stem, ext = posixpath.splitext(note)
+    folder, name = posixpath.split(f"{stem}{'' if ext == '.md' else ext}")
+    assert backlinks_page(note) == posixpath.join("backlinks", folder, bounded_name(name, ".links.md", note))
