@@ -160,9 +160,12 @@ def test_the_command_prints_a_json_line_per_build_and_ctrl_c_exits_0(make_vault,
     """`engram watch --json` in a real process, with the bundled model: a line per build, and
     SIGINT (Ctrl-C) or SIGTERM (a service manager) ends it with exit 0 and one line on stderr."""
     vault = make_vault({"Home.md": "# Home\n\nThe runbook.\n"})
+    # As a terminal starts it: a suite run from a background job (`cmd &` in a script) ignores
+    # SIGINT, the child inherits that, and Python then installs no Ctrl-C handler at all.
     process = subprocess.Popen([sys.executable, "-m", "compiler", "watch", str(vault), "--json"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
