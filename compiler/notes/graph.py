@@ -180,9 +180,8 @@ def graph_pieces(notes: Sequence[Note], links: Sequence[ResolvedLink],
     encoded = {node: _text(node) for node in nodes}
 
     def record(node: str, fields: Mapping[str, object]) -> str:
-        return (f'  {{\n   "id": {encoded[node]}' + "".join(f",\n   {_text(k)}: {_text(fields[k])}" for k in sorted(fields))
-                + "\n  }") if all(k > "id" for k in fields) else \
-            "  {\n" + ",\n".join(f"   {_text(k)}: {_text(v)}" for k, v in sorted({"id": node, **fields}.items())) + "\n  }"
+        lines = [f"   {_text(k)}: {encoded[node] if k == 'id' else _text(fields[k])}" for k in sorted({"id", *fields})]
+        return "  {\n" + ",\n".join(lines) + "\n  }"
 
     # Every edge has the same five fields: one format, not a sort of its fields per edge.
     # Few distinct weights (1.0, and cosines rounded to 4 places): each formatted once. Not zero:

@@ -46,7 +46,7 @@ class VaultFiles:
         notes: list[tuple[str, int, int, int]] = []
         attachments: list[str] = []
         for path, st in self.found:
-            if path.lower().endswith(NOTE_SUFFIXES):
+            if _is_note(path):
                 notes.append((path, st.st_size, st.st_mtime_ns, st.st_ino))
             else:
                 attachments.append(path)
@@ -164,17 +164,15 @@ def _regular_stat(root: Path, entry: os.DirEntry) -> tuple[os.stat_result | None
     """Returns (the file's stat, "") or (None, why it is not read): a symlink out of the vault (we
     never read outside it), a dangling one, or not a regular file. A FIFO is never opened: that would block."""
     try:
-        if not entry.is_symlink():  # the common case first: one lstat, from the listing's entry
-            stat = entry.stat(follow_symlinks=False)
-            if stat_module.S_ISREG(stat.st_mode):
-                return stat, ""
-        else:
+        if entry.is_symlink():
             target = Path(entry.path).resolve()
             if not target.is_relative_to(root):
                 return None, "symlink to a file outside the vault, skipped"
             if not target.exists():
                 return None, "symlink to a missing file, skipped"
             stat = target.stat()
+        else:  # a regular file took `_walk`'s shorter way: this is a FIFO, a socket, a device
+            stat = entry.stat(follow_symlinks=False)
     except OSError as error:
         return None, f"cannot read ({error.strerror}), skipped"
     mode = stat.st_mode

@@ -153,8 +153,9 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
             snippet=keyword.snippet if keyword else _excerpt(vector.document),  # type: ignore[union-attr]
             text=keyword.body if keyword else vector.document))  # type: ignore[union-attr]
     paths = sorted(sections)
-    bm25 = _min_max([max(s.bm25 for s in sections[p]) for p in paths])
-    cosine = _min_max([max(s.cosine for s in sections[p]) for p in paths])
+    top_bm25 = {p: max(s.bm25 for s in sections[p]) for p in paths}  # a note by its best section
+    top_cosine = {p: max(s.cosine for s in sections[p]) for p in paths}
+    bm25, cosine = _min_max([top_bm25[p] for p in paths]), _min_max([top_cosine[p] for p in paths])
     first = {p: (coverage * b + c) / (coverage + 1) for p, b, c in zip(paths, bm25, cosine)}
     ranked = sorted(paths, key=lambda p: (-first[p], p))
     head, rest = ranked[:RERANK], ranked[RERANK:]
@@ -162,8 +163,7 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
         _late(vault, head, sections, rows, embedder, query_pieces)
     meanings = [max(s.meaning for s in sections[p]) for p in head]
     fused = {p: (coverage * b + coverage * c + m) / (2 * coverage + 1) for p, b, c, m in zip(
-        head, _min_max([max(s.bm25 for s in sections[p]) for p in head]),
-        _min_max([max(s.cosine for s in sections[p]) for p in head]), _min_max(meanings))}
+        head, _min_max([top_bm25[p] for p in head]), _min_max([top_cosine[p] for p in head]), _min_max(meanings))}
     head.sort(key=lambda p: (-fused[p], p))
     hits = [_hit(rows[p], (best := _shown(sections[p])).line, fused[p], best.snippet) for p in head]
     _add_graph_bonus(hits, load_graph(vault / ".engram" / "cache" / "graph.json"), graph_bonus)

@@ -69,9 +69,7 @@ def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: Sc
                   override_templates: Path, shown_at: str) -> BuildInputs:
     """Returns the digest of what a build of `scan` reads, as it is on disk now; `shown_at` is the
     instant its memory pages show strength at ("" when there are no memories)."""
-    stats = [(s.path, s.size, s.mtime_ns, s.inode) for s in scan.notes]
-    parts = {**_other_parts(paths, settings, identity, override_templates, shown_at),
-             "notes": _notes_part(scan), "note_stats": _stats_part(stats, scan.attachments, scan.skipped)}
+    parts = {**_other_parts(paths, settings, identity, override_templates, shown_at), **_note_parts(scan)}
     return BuildInputs(parts, {s.path: s for s in scan.notes})
 
 
@@ -95,12 +93,10 @@ def unchanged_build(paths: VaultPaths, settings: Settings, identity: str, overri
         return report, None
     # A stat moved: hash the notes whose stat is new (touched, or edited) and compare their content.
     scan = stamp_files(files, _load_stamps(_stamps_path(paths.inputs)))
-    if parts.get("notes") != _notes_part(scan):
+    notes = _note_parts(scan)
+    if parts.get("notes") != notes["notes"]:
         return None, files
-    current = BuildInputs({**others, "notes": parts["notes"],
-                           "note_stats": _stats_part([(s.path, s.size, s.mtime_ns, s.inode) for s in scan.notes],
-                                                     scan.attachments, scan.skipped)},
-                          {s.path: s for s in scan.notes})
+    current = BuildInputs({**others, **notes}, {s.path: s for s in scan.notes})
     save_inputs(paths.inputs, current, report, memory)  # touched, not changed: hash them never again
     return report, None
 
@@ -163,6 +159,12 @@ def _other_parts(paths: VaultPaths, settings: Settings, identity: str, override_
                                                paths.cache / "flat" / "sections.sqlite")]
                            + [(paths.cache / "chroma").is_dir()]),
     }
+
+
+def _note_parts(scan: ScanResult) -> dict[str, str]:
+    """Returns the two parts that name the notes: "notes" by content, "note_stats" by stat."""
+    stats = [(s.path, s.size, s.mtime_ns, s.inode) for s in scan.notes]
+    return {"notes": _notes_part(scan), "note_stats": _stats_part(stats, scan.attachments, scan.skipped)}
 
 
 def _notes_part(scan: ScanResult) -> str:
