@@ -1,4 +1,4 @@
-"""Stage 7, graph: NetworkX multigraph of notes, tags and their links, saved as node-link JSON.
+"""Stage 7, graph: NetworkX multigraph of notes, tags and their links (saved by `compiler.notes.graph_store`).
 
 Edge kinds: "link" and "embed" (note → note or attachment), "tag" (note → tag node) and
 "related" (semantic neighbours, stored in both directions, weight = cosine).
@@ -6,16 +6,13 @@ Edge kinds: "link" and "embed" (note → note or attachment), "tag" (note → ta
 
 from __future__ import annotations
 
-import json
-import math
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import networkx as nx
 import numpy as np
 
+from compiler.notes.graph_store import read_graph
 from compiler.notes.records import Note, ResolvedLink
 
 _BLOCK = 1024  # rows per block in the neighbour search: bounded memory on large vaults
@@ -133,101 +130,14 @@ def build_graph(notes: Sequence[Note], links: Sequence[ResolvedLink],
     return graph
 
 
-def graph_json(graph: nx.MultiDiGraph) -> str:
-    """Returns deterministic node-link JSON (sorted nodes and edges)."""
-    data = nx.node_link_data(graph, edges="links")
-    data["nodes"] = sorted(data["nodes"], key=lambda n: n["id"])
-    data["links"] = sorted(data["links"], key=lambda e: (e["source"], e["target"], e["key"]))
-    return json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n"
-
-
-def graph_text(notes: Sequence[Note], links: Sequence[ResolvedLink],
-               neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> str:
-    """Returns `graph_json(build_graph(notes, links, neighbours))`, the same bytes, without NetworkX."""
-    return "".join(graph_pieces(notes, links, neighbours))
-
-
-def graph_pieces(notes: Sequence[Note], links: Sequence[ResolvedLink],
-                 neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> Iterator[str]:
-    """Yields `graph_text` in pieces, so a caller can write 180 MB (100,000 notes) without holding it.
-
-    The node-link JSON is indented, and an indented `json.dumps` runs the encoder in Python: for
-    10,000 notes that took 8 s, most of a compile after one edit. Here each node and edge is a
-    flat record, so its lines are put together from the encoded values. The graph is built with
-    NetworkX's rules (a node or an edge added twice keeps the last attributes given).
-    """
-    nodes: dict[str, dict[str, object]] = {}
-    edges: dict[tuple[str, str, str], float] = {}  # (source, target, key) → weight; the kind is the key
-    # Inlined, not a helper per edge: at 100,000 notes there are 860,000 edges.
-    for note in sorted(notes, key=lambda n: n.path):
-        nodes.setdefault(note.path, {}).update(kind="note", title=note.title)
-        for tag in note.tags:
-            nodes.setdefault(f"#{tag}", {}).update(kind="tag")
-            edges[(note.path, f"#{tag}", "tag")] = 1.0
-    for link in links:
-        if link.status == "broken" or link.target == link.source:
-            continue
-        if link.target not in nodes:
-            nodes[link.target] = {"kind": "attachment"}
-        nodes.setdefault(link.source, {})
-        edges[(link.source, link.target, "embed" if link.link.kind == "embed" else "link")] = 1.0
-    for path, near in sorted(neighbours.items()):
-        nodes.setdefault(path, {})
-        for other, cosine in near:
-            nodes.setdefault(other, {})
-            edges[(path, other, "related")] = cosine
-    # Every id once through the encoder; the edges' keys and kinds are plain words.
-    encoded = {node: _text(node) for node in nodes}
-
-    def record(node: str, fields: Mapping[str, object]) -> str:
-        lines = [f"   {_text(k)}: {encoded[node] if k == 'id' else _text(fields[k])}" for k in sorted({"id", *fields})]
-        return "  {\n" + ",\n".join(lines) + "\n  }"
-
-    # Every edge has the same five fields: one format, not a sort of its fields per edge.
-    # Few distinct weights (1.0, and cosines rounded to 4 places): each formatted once. Not zero:
-    # 0.0 and -0.0 are one key and two texts.
-    numbers = {w: _number(w) for w in set(edges.values()) if w}
-
-    def edge_record(edge: tuple[tuple[str, str, str], float]) -> str:
-        (s, t, k), w = edge
-        return (f'  {{\n   "key": "{k}",\n   "kind": "{k}",\n   "source": {encoded[s]},\n   "target": {encoded[t]},'
-                f'\n   "weight": {numbers[w] if w else _number(w)}\n  }}')
-
-    yield '{\n "directed": true,\n "graph": {},\n "links": '
-    yield from _listed(sorted(edges.items()), edge_record)
-    yield ',\n "multigraph": true,\n "nodes": '
-    yield from _listed(sorted(nodes), lambda node: record(node, nodes[node]))
-    yield "\n}\n"
-
-
-_CHUNK = 2000  # records per piece: few pieces, none large
-
-
-def _listed(items: Sequence[Any], record: Callable[[Any], str]) -> Iterator[str]:
-    """Yields the indented JSON list of `items`' records, a few thousand records per piece."""
-    if not items:
-        yield "[]"
-        return
-    yield "[\n"
-    for start in range(0, len(items), _CHUNK):
-        yield (",\n" if start else "") + ",\n".join(record(item) for item in items[start:start + _CHUNK])
-    yield "\n ]"
-
-
-def _text(value: object) -> str:
-    """Returns `json.dumps(value, ensure_ascii=False)`; a string goes straight to the encoder's C
-    function (json.dumps builds an encoder per call: 600,000 calls at 100,000 notes)."""
-    return encode_basestring(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _number(value: float) -> str:
-    """Returns a float as `json.dumps` writes it (its repr when finite), without the encoder's cost."""
-    return repr(float(value)) if math.isfinite(value) else json.dumps(value)
-
-
 def load_graph(path: Path) -> nx.MultiDiGraph:
-    """Returns the saved graph, or an empty one when there is none yet."""
-    if not path.is_file():
-        return nx.MultiDiGraph()
-    return nx.node_link_graph(json.loads(path.read_text(encoding="utf-8")), edges="links", multigraph=True,
-                              directed=True)
+    """Returns the graph `compiler.notes.graph_store` saved at `path` as `build_graph` made it (an
+    empty one when there is none yet): for a person or a tool that wants NetworkX's algorithms."""
+    notes, edges = read_graph(path)
+    graph = nx.MultiDiGraph()
+    graph.add_nodes_from((note, {"kind": "note", "title": title}) for note, title in notes)
+    for source, target, kind, weight in edges:
+        if target not in graph:
+            graph.add_node(target, kind="tag" if kind == "tag" else "attachment")
+        graph.add_edge(source, target, key=kind, kind=kind, weight=weight)
+    return graph

@@ -16,7 +16,7 @@ from typing import Any
 from compiler.core.errors import NotFoundError
 from compiler.embed.embedder import embed_query
 from compiler.index.keywords import KeywordIndex, NoteRow
-from compiler.notes.saved_graph import load_graph
+from compiler.notes.graph_store import ties
 
 BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6  # within a note: which section's line and snippet a hit shows
 STRONG_HITS = 3  # graph bonus goes to neighbours of this many best hits
@@ -166,7 +166,7 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
         head, _min_max([top_bm25[p] for p in head]), _min_max([top_cosine[p] for p in head]), _min_max(meanings))}
     head.sort(key=lambda p: (-fused[p], p))
     hits = [_hit(rows[p], (best := _shown(sections[p])).line, fused[p], best.snippet) for p in head]
-    _add_graph_bonus(hits, load_graph(vault / ".engram" / "cache" / "graph.json"), graph_bonus)
+    _add_graph_bonus(hits, vault / ".engram" / "cache" / "graph.sqlite", graph_bonus)
     scale = min(1.0, max(meanings, default=0.0)) or 1.0  # no meaning at all: the fused order on 0..1
     for hit in hits:
         hit["score"] = scale * (1.0 + hit["score"]) / 2
@@ -253,13 +253,12 @@ def _late(vault: Path, head: list[str], sections: dict[str, list[_Section]], row
         section.late = late
 
 
-def _add_graph_bonus(hits: list[dict[str, Any]], graph: Any, bonus: float) -> None:
+def _add_graph_bonus(hits: list[dict[str, Any]], graph: Path, bonus: float) -> None:
     """Raises hits linked to (or semantically related to) one of the strongest hits."""
     strong = [h["file"] for h in hits[:STRONG_HITS]]
+    found = ties(graph, strong, [h["file"] for h in hits[STRONG_HITS:]])
     for hit in hits[STRONG_HITS:]:
-        weights = [data.get("weight", 1.0) for s in strong for a, b in ((s, hit["file"]), (hit["file"], s))
-                   if graph.has_node(a) and graph.has_edge(a, b) for data in graph.get_edge_data(a, b).values()
-                   if data.get("kind") != "tag"]
+        weights = [found[(s, hit["file"])] for s in strong if (s, hit["file"]) in found]
         if weights:
             hit["score"] = min(1.0, hit["score"] + bonus * max(weights))
 

@@ -1,6 +1,7 @@
-"""Compile stage graph: each note's related notes by meaning, and `graph.json` (links and related edges).
+"""Compile stage graph: each note's related notes by meaning, and which notes' edges the graph
+store (`compiler.notes.graph_store`: links, tags and related edges) must write again.
 
-The related notes need every note's mean vector. `related.npz` beside `graph.json` keeps them
+The related notes need every note's mean vector. `related.npz` beside `graph.sqlite` keeps them
 (scaled to length 1) with the neighbour lists of the build that wrote it, so after an edit only
 the edited notes' means are computed and only the lists they can change are looked at again
 (`compiler.notes.graph.updated_neighbours`, exact). The file names the notes it was made for (a
@@ -12,25 +13,21 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import tempfile
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from compiler.core.errors import full_disk_guard
 from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.graph import (
     Neighbours,
-    graph_pieces,
     semantic_neighbours,
     unit_matrix,
     updated_neighbours,
 )
-from compiler.notes.records import Note, ResolvedLink
+from compiler.notes.records import Note
 
 
 def related_notes(notes: Mapping[str, Note], vectors: Mapping[str, np.ndarray], settings: Settings) -> Neighbours:
@@ -52,13 +49,13 @@ def related_file(graph: Path) -> Path:
     return graph.with_name("related.npz")
 
 
-def update_related(cache: Path, previous: Mapping[str, Note], notes: Mapping[str, Note], moved: Collection[str],
+def update_related(cache: Path, last_digest: str, notes: Mapping[str, Note], digest: str, moved: Collection[str],
                    vectors: Mapping[str, np.ndarray], settings: Settings) -> tuple[Neighbours, Neighbours | None]:
-    """Returns (`related_notes(notes, vectors, settings)`, the neighbours of the `previous` notes
+    """Returns (`related_notes(notes, vectors, settings)`, the neighbours of the last build's notes
     as `cache` held them, None when it held none), reading only the vectors of the `moved`
-    notes (edited, new, renamed) when `cache` holds the means of the `previous` notes; then saves
-    the cache for the next build."""
-    saved = _load(cache, notes_digest(previous), settings)
+    notes (edited, new, renamed) when `cache` holds the means of the last build's notes (named by
+    `last_digest`, `notes_digest` of them; `digest` names `notes`); then saves the cache for the next build."""
+    saved = _load(cache, last_digest, settings)
     paths = sorted(p for p, n in notes.items() if n.sections)
     old_neighbours = None
     if saved is None:
@@ -75,8 +72,22 @@ def update_related(cache: Path, previous: Mapping[str, Note], notes: Mapping[str
         gone = set(old_paths) - set(paths)
         neighbours = updated_neighbours(old_neighbours, paths, matrix, moved | gone, settings.related_min_cosine,
                                         settings.related_max)
-    _save(cache, notes_digest(notes), settings, paths, matrix, neighbours)
+    _save(cache, digest, settings, paths, matrix, neighbours)
     return neighbours, old_neighbours
+
+
+def graph_changes(same_paths: bool, edited: Collection[str], neighbours: Neighbours,
+                  last_neighbours: Neighbours | None) -> set[str] | None:
+    """Returns the notes whose edges may differ from the last build's graph, None for all of them.
+
+    Every edge starts at a note. While the vault holds the same note and attachment paths
+    (`same_paths`), the links of a note that was not edited resolve as they did, so its edges move
+    only with its related list; any other change (a path added, removed or renamed, no related
+    lists saved to compare with) may move any note's links."""
+    if not same_paths or last_neighbours is None:
+        return None
+    return set(edited) | {p for p in neighbours.keys() | last_neighbours.keys()
+                          if neighbours.get(p, ()) != last_neighbours.get(p, ())}
 
 
 def _key(digest: str, settings: Settings) -> str:
@@ -115,43 +126,3 @@ def _save(path: Path, digest: str, settings: Settings, paths: Sequence[str], mat
     atomic_write(path, buffer.getvalue(), durable=False)
 
 
-def save_graph(path: Path, notes: Mapping[str, Note], links: Sequence[ResolvedLink], neighbours: Neighbours) -> bool:
-    """Writes the note graph to `path` unless it already holds those bytes; returns whether it wrote.
-
-    Streamed into a temp file beside it while hashing, then compared with the file's hash: at
-    100,000 notes the text is 180 MB, and holding its records, the text, its bytes and the old
-    file's bytes at once (720 MB) made this the compile's peak of memory."""
-    written = hashlib.sha256()
-    with full_disk_guard(path, "the note graph", after="its previous version is untouched"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".engram-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                for piece in graph_pieces(list(notes.values()), links, neighbours):
-                    data = piece.encode("utf-8")
-                    written.update(data)
-                    handle.write(data)
-                same = _file_digest(path) == written.digest()
-                if not same:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            if same:
-                Path(temp).unlink()
-                return False
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-    return True
-
-
-def _file_digest(path: Path) -> bytes | None:
-    """Returns the sha256 of a file read in 1 MiB blocks, None when it cannot be read."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError:
-        return None
-    return digest.digest()

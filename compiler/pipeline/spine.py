@@ -121,7 +121,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.memory.index import memory_text
     from compiler.notes.links import resolve_links, vault_index
-    from compiler.pipeline.graph import related_file, save_graph, update_related
+    from compiler.notes.graph_store import save_graph
+    from compiler.pipeline.graph import graph_changes, notes_digest, related_file, update_related
     from compiler.pipeline.index import (
         SectionVectors,
         choose_model,
@@ -158,10 +159,13 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
         vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick, parsed.moved_from)
     update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
-    neighbours, last_neighbours = update_related(related_file(paths.graph), previous.notes, parsed.notes,
-                                                 parsed.changed, vectors, settings)
-    save_graph(paths.graph, parsed.notes, links, neighbours)
     env = template_environment(overrides, settings.out)
+    mark = render_mark(note_pages_key(env), settings.out, parsed.notes, scan.attachments)
+    last_digest, digest = notes_digest(previous.notes), notes_digest(parsed.notes)
+    neighbours, last_neighbours = update_related(related_file(paths.graph), last_digest, parsed.notes, digest,
+                                                 parsed.changed, vectors, settings)
+    save_graph(paths.graph, parsed.notes, links, neighbours, f"{mark} {digest}", last_key=f"{previous.note_mark} {last_digest}",
+               changed=graph_changes(previous.note_mark == mark, parsed.changed, neighbours, last_neighbours))
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
@@ -179,7 +183,6 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     lint = lint_wiki(wiki, files=[*(s.path for s in scan.notes), *scan.attachments]) if wiki.wiki.is_dir() else None
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects, lint)
     unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
-    mark = render_mark(note_pages_key(env), settings.out, parsed.notes, scan.attachments)
     moved = notes_to_digest(previous.note_mark, mark, previous.notes, parsed.notes, parsed.changed, links, index,
                             neighbours, last_neighbours)
     notes_pages = render_changed_note_pages(view, env, settings.out, unchanged, moved,

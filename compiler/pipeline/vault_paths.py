@@ -36,7 +36,7 @@ class VaultPaths:
 
     @property
     def graph(self) -> Path:
-        return self.cache / "graph.json"
+        return self.cache / "graph.sqlite"
 
     @property
     def embeddings(self) -> Path:

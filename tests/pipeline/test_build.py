@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from compiler.core.settings import Settings
+from compiler.notes.graph_store import read_graph
 from compiler.notes.scan import scan_vault
 from compiler.notes.search import keyword_search
 from compiler.pipeline.index import choose_model, embed_sections, update_indexes
@@ -85,7 +86,8 @@ def test_deleted_note_leaves_index_graph_and_pages(make_vault, fake_embedder):
     assert report.removed == ["Lonely.md"]
     assert report.deleted == ["_engram/backlinks/Lonely.links.md"]
     assert not keyword_search(vault, "Nobody links here")
-    assert '"Lonely.md"' not in (vault / ".engram/cache/graph.json").read_text()
+    notes, edges = read_graph(vault / ".engram/cache/graph.sqlite")
+    assert notes and "Lonely.md" not in {n for n, _ in notes} | {e[1] for e in edges}
     assert "Lonely" not in (vault / "_engram/catalog.md").read_text()
 
 

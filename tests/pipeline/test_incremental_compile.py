@@ -1,5 +1,5 @@
 """A compile after edits does only the edited notes' work (pages, vectors, related notes), and
-what it leaves is what a compile from scratch makes: every page, byte for byte, and graph.json."""
+what it leaves is what a compile from scratch makes: every page, byte for byte, and the graph store's rows."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from compiler.core.settings import Settings
+from compiler.notes.graph_store import read_graph
 from compiler.pipeline.spine import compile_vault
 from compiler.pipeline.state import load_state
 from tests.conftest import FakeEmbedder
@@ -23,7 +24,7 @@ def note_text(rng: random.Random, names: list[str]) -> str:
 
 def outputs(vault: Path) -> dict[str, bytes]:
     found = {p.relative_to(vault).as_posix(): p.read_bytes() for p in sorted((vault / "_engram").rglob("*.md"))}
-    return {**found, "graph.json": (vault / ".engram/cache/graph.json").read_bytes()}
+    return {**found, "graph": read_graph(vault / ".engram/cache/graph.sqlite")}
 
 
 def test_incremental_compiles_equal_a_rebuild_from_scratch(make_vault):
