@@ -12,6 +12,7 @@ import pytest
 
 import compiler.pipeline.note_pages as note_pages
 from compiler.core.settings import Settings
+from compiler.notes.graph_store import read_graph
 from compiler.pipeline.spine import compile_vault
 
 NAMES = ["Alpha", "Beta", "Gamma", "Delta", "Echo", "Team/Foxtrot", "Team/Golf", "Team/Alpha", "Hotel", "India",
@@ -38,7 +39,9 @@ def note_text(rng: random.Random, names: list[str]) -> str:
 
 
 def generated(vault: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(vault)): p.read_bytes() for p in sorted((vault / OUT).rglob("*")) if p.is_file()}
+    """Every generated page and the graph store's rows (rewritten note by note too)."""
+    pages = {str(p.relative_to(vault)): p.read_bytes() for p in sorted((vault / OUT).rglob("*")) if p.is_file()}
+    return {**pages, "graph": repr(read_graph(vault / ".engram/cache/graph.sqlite")).encode()}
 
 
 def from_scratch(vault: Path, fresh: Path, embedder) -> dict[str, bytes]:
