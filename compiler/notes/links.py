@@ -35,12 +35,14 @@ class VaultIndex:
 
 
 def resolve_links(
-    notes: Sequence[Note], attachments: Iterable[str] = (), index: VaultIndex | None = None
+    notes: Sequence[Note], attachments: Iterable[str] = (), index: VaultIndex | None = None,
+    kept: Iterable[ResolvedLink] = (),
 ) -> tuple[list[ResolvedLink], list[BuildWarning]]:
     """Returns every link of every note resolved (sorted by source, line, target) and a
     warning per broken or ambiguous link. Same-note links (`[[#Heading]]`) are skipped.
-    `index` is `vault_index` of the notes and `attachments`, when the caller has it already."""
-    resolved = resolve_each(notes, index or vault_index([note.path for note in notes], attachments))
+    `index` is `vault_index` of the notes and `attachments`, when the caller has it already;
+    `kept` are the links of other notes, resolved already (in that order), which join the result."""
+    resolved = [*kept, *resolve_each(notes, index or vault_index([note.path for note in notes], attachments))]
     # Sorting is stable: links on one line to one target keep their order in the note.
     resolved.sort(key=lambda r: (r.source, r.link.line, r.link.target))
     warnings = [warning for r in resolved if (warning := _warning(r)) is not None]

@@ -121,7 +121,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.index.vector_index import bring_chroma_in_step
     from compiler.memory.index import memory_text
     from compiler.notes.links import resolve_links, vault_index
-    from compiler.notes.graph_store import save_graph
+    from compiler.notes.graph_store import save_graph, stored_links
     from compiler.pipeline.graph import graph_changes, notes_digest, related_file, update_related
     from compiler.pipeline.index import (
         SectionVectors,
@@ -152,19 +152,23 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     with progress("parse", len(scan.edited)) as tick:
         parsed = parse_notes(paths.root, scan, previous, settings, tick)
     index = vault_index(parsed.notes, scan.attachments)
-    links, link_warnings = resolve_links(list(parsed.notes.values()), index=index)
+    env = template_environment(overrides, settings.out)
+    mark = render_mark(note_pages_key(env), settings.out, parsed.notes, scan.attachments)
+    last_digest, digest = notes_digest(previous.notes), notes_digest(parsed.notes)
+    graph_key, last_graph_key = f"{mark} {digest}", f"{previous.note_mark} {last_digest}"
+    # The same paths as the last build: a note not edited links where it did (compiler.notes.graph_store).
+    kept = stored_links(paths.graph, last_graph_key, parsed.changed) if previous.note_mark == mark else None
+    to_resolve = parsed.notes.values() if kept is None else [parsed.notes[p] for p in parsed.changed if p in parsed.notes]
+    links, link_warnings = resolve_links(list(to_resolve), index=index, kept=kept or ())
     found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings, *wiki_warnings])
     _tell(warn, found)
     stale = sorted(parsed.notes) if reason else parsed.changed  # the notes whose vectors are read now
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
         vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick, parsed.moved_from)
     update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
-    env = template_environment(overrides, settings.out)
-    mark = render_mark(note_pages_key(env), settings.out, parsed.notes, scan.attachments)
-    last_digest, digest = notes_digest(previous.notes), notes_digest(parsed.notes)
     neighbours, last_neighbours = update_related(related_file(paths.graph), last_digest, parsed.notes, digest,
                                                  parsed.changed, vectors, settings)
-    save_graph(paths.graph, parsed.notes, links, neighbours, f"{mark} {digest}", last_key=f"{previous.note_mark} {last_digest}",
+    save_graph(paths.graph, parsed.notes, links, neighbours, graph_key, last_key=last_graph_key,
                changed=graph_changes(previous.note_mark == mark, parsed.changed, neighbours, last_neighbours))
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)

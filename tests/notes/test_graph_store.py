@@ -10,7 +10,7 @@ from pathlib import Path
 import networkx as nx
 
 from compiler.notes.graph import build_graph, load_graph
-from compiler.notes.graph_store import read_graph, save_graph, ties
+from compiler.notes.graph_store import read_graph, save_graph, stored_links, ties
 from compiler.notes.records import Link, Note, ResolvedLink
 
 PATHS = ["a.md", "B/ñandú \"q\".md", "c.md", "d\\e.md", "Ω/z.qmd", "f.md"]
@@ -101,3 +101,18 @@ def test_no_store_or_an_unreadable_one_has_no_ties(tmp_path: Path) -> None:
     assert load_graph(tmp_path / "graph.sqlite").number_of_nodes() == 0
     (tmp_path / "graph.sqlite").write_bytes(b"garbage" * 1000)
     assert ties(tmp_path / "graph.sqlite", ["a.md"], ["b.md"]) == {}
+
+
+def test_the_links_of_the_notes_not_skipped_come_back_as_they_were_resolved(tmp_path: Path) -> None:
+    notes, links, neighbours = random_graph(random.Random(11))
+    links.append(ResolvedLink("a.md", "c.md", Link("C", 4, "wikilink", "Part", "", "shown"), "ambiguous",
+                              ("c.md", "sub/C.md")))
+    links.sort(key=lambda r: (r.source, r.link.line, r.link.target))
+    path = tmp_path / "graph.sqlite"
+    save_graph(path, notes, links, neighbours, "k1", last_key="", changed=None)
+    assert stored_links(path, "k1", ()) == links  # broken and ambiguous ones too, in their order
+    assert stored_links(path, "k1", {"a.md", "c.md"}) == [l for l in links if l.source not in {"a.md", "c.md"}]
+    assert stored_links(path, "another build", ()) is None
+    assert stored_links(tmp_path / "none.sqlite", "k1", ()) is None
+    path.write_bytes(b"garbage" * 1000)
+    assert stored_links(path, "k1", ()) is None
