@@ -58,6 +58,7 @@ class Settings:
     max_section_chars: int = 1200  # about the 256-token window of MiniLM
     related_min_cosine: float = 0.40  # semantic "related" edges between notes
     related_max: int = 5
+    catalog_split: int = 2000  # a vault with more notes gets one catalog page per top folder (catalog/folders/)
     graph_bonus: float = 0.03  # hybrid query: bonus for graph neighbours of strong hits (benchmarks/README.md)
     chroma_url: str = ""  # empty: the embedded store under .engram/cache/chroma
     templates: str = ""  # vault-relative folder of template overrides

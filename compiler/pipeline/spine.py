@@ -185,7 +185,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     _tell(warn, memory.warnings)
     warnings = found + memory.warnings  # what the health page lists
     lint = lint_wiki(wiki, files=[*(s.path for s in scan.notes), *scan.attachments]) if wiki.wiki.is_dir() else None
-    view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects, lint)
+    view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects, lint,
+                     settings.catalog_split)
     unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
     moved = notes_to_digest(previous.note_mark, mark, previous.notes, parsed.notes, parsed.changed, links, index,
                             neighbours, last_neighbours)

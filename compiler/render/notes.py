@@ -28,7 +28,7 @@ from compiler.notes.markdown_rules import inert, inert_block
 from compiler.notes.records import Note, ResolvedLink
 
 PACKAGE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # editable checkout
-NOTE_TEMPLATES = ("catalog.md.j2", "health.md.j2", "backlinks.md.j2")
+NOTE_TEMPLATES = ("catalog.md.j2", "catalog_folder.md.j2", "health.md.j2", "backlinks.md.j2")
 _RENDER_CODE = Path(__file__).read_bytes() + Path(inert.__code__.co_filename).read_bytes()  # what page digests hold of the code
 
 
@@ -42,6 +42,8 @@ class VaultView:
     warnings: Sequence[BuildWarning]
     projects: Sequence[tuple[str, str]] = ()  # memory projects: (name, page path inside the output folder)
     lint: Mapping[str, Any] | None = None  # the wiki's lint (compiler.wiki.lint), when the vault has a wiki
+    # More notes than this: the catalog lists its top folders, each with a page of its notes (None: one page).
+    catalog_split: int | None = None
 
 
 def template_environment(override_dir: Path | None, out: str = "_engram") -> jinja2.Environment:
@@ -132,8 +134,17 @@ def render_changed_note_pages(view: VaultView, env: jinja2.Environment, out: str
             result.pages[name] = render()
 
     keys = {name: template_key(env, name) for name in NOTE_TEMPLATES}
-    page("catalog.md", "catalog.md.j2", lambda: _catalog_inputs(view, out),
-         lambda: env.get_template("catalog.md.j2").render(**_catalog(view, out)))
+    folders = _top_folders(view) if view.catalog_split is not None and len(view.notes) > view.catalog_split else None
+    page("catalog.md", "catalog.md.j2", lambda: _catalog_inputs(view, out, folders),
+         lambda: env.get_template("catalog.md.j2").render(**_catalog(view, out, folders)))
+    for top, members in (folders or {}).items():
+        # A folder's page shows its notes' titles, summaries and tags: only an edit can move them
+        # while the paths stay (`moved` holds every edited note), so the others keep their digest.
+        name = catalog_folder_page(top)
+        known = (last.get(name) if moved is not None and last is not None and not any(n.path in moved for n in members)
+                 else None)
+        page(name, "catalog_folder.md.j2", lambda: (out, top, [(n.path, n.title, n.summary, n.tags) for n in members]),
+             lambda: env.get_template("catalog_folder.md.j2").render(**_catalog_folder(top, members, out)), known)
     health = _health(view, incoming, outgoing)
     page("health.md", "health.md.j2", lambda: _health_inputs(health),
          lambda: env.get_template("health.md.j2").render(**health))
@@ -207,8 +218,35 @@ def _link_shown(link: ResolvedLink) -> tuple[Any, ...]:
             written.heading, written.block, written.alias)
 
 
-def _catalog_inputs(view: VaultView, out: str) -> tuple[Any, ...]:
-    return out, list(view.projects), [(n.path, n.title, n.summary, n.tags) for n in view.notes]
+def _catalog_inputs(view: VaultView, out: str, folders: Mapping[str, list[Note]] | None) -> tuple[Any, ...]:
+    if folders is None:
+        return out, list(view.projects), [(n.path, n.title, n.summary, n.tags) for n in view.notes]
+    return out, list(view.projects), [(top, len(members)) for top, members in folders.items()], _tag_counts(view)
+
+
+ROOT_FOLDER = "(root)"  # the notes outside every folder, as the catalog's chart and pages name them
+
+
+def catalog_folder_page(top: str) -> str:
+    """Returns the page (inside the output folder) that lists the notes under top folder `top` of a
+    split catalog; the notes outside every folder get their own name, no folder's."""
+    return "catalog/root.md" if top == ROOT_FOLDER else f"catalog/folders/{bounded_name(top, '.md', top)}"
+
+
+def _top_folders(view: VaultView) -> dict[str, list[Note]]:
+    """Returns {top folder: its notes, by path ignoring case}, the folders sorted."""
+    found: dict[str, list[Note]] = defaultdict(list)
+    for note in sorted(view.notes, key=lambda n: n.path.lower()):
+        found[_top(note.path)].append(note)
+    return dict(sorted(found.items()))
+
+
+def _top(path: str) -> str:
+    return path.split("/")[0] if "/" in path else ROOT_FOLDER
+
+
+def _tag_counts(view: VaultView) -> list[tuple[str, int]]:
+    return sorted(Counter(tag for note in view.notes for tag in note.tags).items())
 
 
 def _health_inputs(health: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -231,16 +269,29 @@ def places(links: Sequence[ResolvedLink]) -> list[tuple[ResolvedLink, int]]:
     return [(link, counts[key]) for key, link in first.items()]
 
 
-def _catalog(view: VaultView, out: str) -> dict[str, Any]:
+def _catalog(view: VaultView, out: str, split: Mapping[str, list[Note]] | None) -> dict[str, Any]:
+    """The catalog page's context: every note by folder and by tag, or, when the catalog is `split`
+    by top folder, a link to each folder's page and the tags' counts."""
+    top = Counter(_top(note.path) for note in view.notes)
+    context = {"notes": view.notes, "out": out, "top_folders": sorted(top.items()), "projects": view.projects}
+    if split is not None:
+        pages = [(name, catalog_folder_page(name), len(members)) for name, members in split.items()]
+        return {**context, "split": True, "folder_pages": pages, "tag_counts": _tag_counts(view)}
     folders: dict[str, list[Note]] = defaultdict(list)
     tags: dict[str, list[Note]] = defaultdict(list)
     for note in sorted(view.notes, key=lambda n: n.path.lower()):
         folders[posixpath.dirname(note.path) or "/"].append(note)
         for tag in note.tags:
             tags[tag].append(note)
-    top = Counter(note.path.split("/")[0] if "/" in note.path else "(root)" for note in view.notes)
-    return {"notes": view.notes, "folders": sorted(folders.items()), "tags": sorted(tags.items()),
-            "out": out, "top_folders": sorted(top.items()), "projects": view.projects}
+    return {**context, "split": False, "folders": sorted(folders.items()), "tags": sorted(tags.items())}
+
+
+def _catalog_folder(top: str, members: Sequence[Note], out: str) -> dict[str, Any]:
+    """A split catalog's page of one top folder: its notes by folder (`members` sorted as the catalog sorts)."""
+    folders: dict[str, list[Note]] = defaultdict(list)
+    for note in members:
+        folders[posixpath.dirname(note.path) or "/"].append(note)
+    return {"top": top, "notes": members, "folders": sorted(folders.items()), "out": out}
 
 
 @dataclass(frozen=True)

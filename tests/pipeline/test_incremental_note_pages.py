@@ -19,7 +19,8 @@ NAMES = ["Alpha", "Beta", "Gamma", "Delta", "Echo", "Team/Foxtrot", "Team/Golf",
          "Juliett", "Kilo", "Lima", "Team/Mike", "November", "Oscar"]
 WORDS = [f"{stem}{n}" for stem in ("pay", "ledger", "queue", "deploy", "budget", "schema") for n in range(10)]
 OUT = "_engram"
-SETTINGS = Settings(related_max=2, related_min_cosine=0.3)  # short related lists: an edit moves a few pages
+# Short related lists: an edit moves a few pages. A catalog split above 15 notes: adds and removes cross it.
+SETTINGS = Settings(related_max=2, related_min_cosine=0.3, catalog_split=15)
 
 
 def note_text(rng: random.Random, names: list[str]) -> str:
