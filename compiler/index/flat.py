@@ -152,9 +152,16 @@ class FlatStore:
         return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Returns the stored (unit) vector of each known id."""
+        """Returns the stored (unit) vector of each known id, read in one step (`Snapshot.take`): one
+        copy of a row at a time cost ~7 µs each, most of reading a few hundred."""
         snap = self._snapshot()
-        return {i: snap.row(snap.row_of[i]) for i in ids if i in snap.row_of}
+        known = {i: snap.row_of[i] for i in ids if i in snap.row_of}
+        if not known:
+            return {}
+        rows = np.unique(np.fromiter(known.values(), dtype=np.int64, count=len(known)))  # ascending, as take wants
+        matrix = snap.take(rows)
+        at = {int(r): k for k, r in enumerate(rows)}
+        return {i: matrix[at[r]] for i, r in known.items()}
 
     def ids(self) -> list[str]:
         return sorted(self._snapshot().row_of)
