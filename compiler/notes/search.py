@@ -186,19 +186,20 @@ def _whole_cosines(store: Any, paths: list[str], query_vector: Any) -> dict[str,
     A note's best section is the max of as many draws as it has sections: a long page that touches
     everything has one section near almost any question, while its mean is as near as the page is
     as a whole (benchmarks/README.md, issue 27, round ten). Sections are `path#0` … `path#n-1`
-    (`compiler.pipeline.index`), read in batches of ORDINALS until a note's run ends.
+    (`compiler.pipeline.index`), read in batches (ORDINALS, then four times the last) until a
+    note's run ends.
     """
     import numpy as np  # here, not at the top: keyword search (`engram search`) never loads numpy
 
     found: dict[str, list[Any]] = {p: [] for p in paths}
-    todo, start = list(paths), 0
+    todo, start, size = list(paths), 0, ORDINALS
     while todo:
-        asked = [(p, f"{p}#{i}") for p in todo for i in range(start, start + ORDINALS)]
+        asked = [(p, f"{p}#{i}") for p in todo for i in range(start, start + size)]
         vectors = store.vectors([i for _, i in asked])
         for path, section in asked:
             if (vector := vectors.get(section)) is not None:
                 found[path].append(vector)
-        start += ORDINALS
+        start, size = start + size, 4 * size  # a long note (200 sections) in three reads
         todo = [p for p in todo if len(found[p]) == start]  # a full batch: the note may have more
     notes = [p for p in paths if found[p]]
     if not notes:
