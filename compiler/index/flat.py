@@ -152,9 +152,18 @@ class FlatStore:
         return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Returns the stored (unit) vector of each known id."""
+        """Returns the stored (unit) vector of each known id, read in one step (`Snapshot.take`): one
+        copy of a row at a time cost ~7 µs each, most of reading a few hundred."""
         snap = self._snapshot()
-        return {i: snap.row(snap.row_of[i]) for i in ids if i in snap.row_of}
+        row_of = snap.row_of
+        known = [(i, r) for i in ids if (r := row_of.get(i)) is not None]
+        if not known:
+            return {}
+        rows = np.fromiter((r for _, r in known), dtype=np.int64, count=len(known))
+        order = np.argsort(rows, kind="stable")
+        matrix = np.empty((len(rows), snap.dim), dtype=np.float32)
+        matrix[order] = snap.take(rows[order])  # take wants the rows ascending
+        return dict(zip((i for i, _ in known), matrix))
 
     def ids(self) -> list[str]:
         return sorted(self._snapshot().row_of)

@@ -22,6 +22,7 @@ BM25_WEIGHT, VECTOR_WEIGHT = 0.4, 0.6  # within a note: which section's line and
 STRONG_HITS = 3  # graph bonus goes to neighbours of this many best hits
 POOL = 5  # sections fetched per wanted hit, before grouping by note and filtering
 RERANK = 20  # notes of the hybrid's first ranking that late interaction scores again
+ORDINALS = 16  # section ids asked for at once per note when reading a reranked note's vectors (most have fewer)
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,10 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     keyword weight even when it held one incidental word of the question, while the meaning
     scores of the candidates lay within a few tenths (benchmarks/README.md, the held-out notes
     questions). First ranking: (c × BM25 + cosine) / (c + 1); the best RERANK notes then by
-    (c × BM25 + c × cosine + late) / (2c + 1), where c is the share of the query's keyword weight
-    the vault holds at all (`KeywordIndex.coverage`): a question in words the notes never use (another
+    (c × BM25 + c × whole + late) / (2c + 1): whole is the cosine of the note as a whole (the mean
+    of its sections' vectors, `_whole_cosines`) in place of its best section's, and c is the share
+    of the query's keyword weight the vault holds at all (`KeywordIndex.coverage`): a question in
+    words the notes never use (another
     language) is ranked by late interaction, whose word pieces still match across languages where
     an English model's sentence vector does poorly. BM25-only candidates are scored with their
     real cosine (read from the vector store), so a keyword hit is never penalised for missing
@@ -162,8 +165,10 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
     if len(query_pieces):
         _late(vault, head, sections, rows, embedder, query_pieces)
     meanings = [max(s.meaning for s in sections[p]) for p in head]
+    wholes = _whole_cosines(store, head, query_vector)
     fused = {p: (coverage * b + coverage * c + m) / (2 * coverage + 1) for p, b, c, m in zip(
-        head, _min_max([top_bm25[p] for p in head]), _min_max([top_cosine[p] for p in head]), _min_max(meanings))}
+        head, _min_max([top_bm25[p] for p in head]), _min_max([wholes.get(p, top_cosine[p]) for p in head]),
+        _min_max(meanings))}
     head.sort(key=lambda p: (-fused[p], p))
     hits = [_hit(rows[p], (best := _shown(sections[p])).line, fused[p], best.snippet) for p in head]
     _add_graph_bonus(hits, vault / ".engram" / "cache" / "graph.sqlite", graph_bonus)
@@ -172,6 +177,38 @@ def hybrid_search(vault: Path, query: str, n: int = 5, filters: Filters = Filter
         hit["score"] = scale * (1.0 + hit["score"]) / 2
     hits += [_hit(rows[p], (best := _shown(sections[p])).line, scale * first[p] / 2, best.snippet) for p in rest]
     return _finish(hits, n, filters)
+
+
+def _whole_cosines(store: Any, paths: list[str], query_vector: Any) -> dict[str, float]:
+    """Returns the cosine between the query and each note of `paths` as a whole: the mean of all
+    its sections' vectors (the vector related notes compare, `compiler.pipeline.graph.note_mean`).
+
+    A note's best section is the max of as many draws as it has sections: a long page that touches
+    everything has one section near almost any question, while its mean is as near as the page is
+    as a whole (benchmarks/README.md, issue 27, round ten). Sections are `path#0` … `path#n-1`
+    (`compiler.pipeline.index`), read in batches (ORDINALS, then four times the last) until a
+    note's run ends.
+    """
+    import numpy as np  # here, not at the top: keyword search (`engram search`) never loads numpy
+
+    found: dict[str, list[Any]] = {p: [] for p in paths}
+    todo, start, size = list(paths), 0, ORDINALS
+    while todo:
+        asked = [(p, f"{p}#{i}") for p in todo for i in range(start, start + size)]
+        vectors = store.vectors([i for _, i in asked])
+        for path, section in asked:
+            if (vector := vectors.get(section)) is not None:
+                found[path].append(vector)
+        start, size = start + size, 4 * size  # a long note (200 sections) in three reads
+        todo = [p for p in todo if len(found[p]) == start]  # a full batch: the note may have more
+    notes = [p for p in paths if found[p]]
+    if not notes:
+        return {}
+    rows = np.asarray([v for p in notes for v in found[p]], dtype=np.float32)
+    sums = np.add.reduceat(rows, np.cumsum([0] + [len(found[p]) for p in notes[:-1]]), axis=0)
+    norms = np.linalg.norm(sums, axis=1)
+    cosines = (sums @ query_vector) / np.where(norms > 0, norms, 1.0)  # the mean's cosine: the sum's
+    return {p: max(0.0, float(c)) for p, c in zip(notes, cosines)}
 
 
 def _min_max(values: list[float]) -> list[float]:

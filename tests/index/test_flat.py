@@ -101,9 +101,9 @@ def test_query_many_matches_query_and_vectors_round_trip(tmp_path: Path) -> None
     single = [store.query(q, 4) for q in queries]
     assert [[i for i, _ in row] for row in many] == [[h.id for h in hits] for hits in single]
     assert np.allclose([[c for _, c in row] for row in many], [[h.cosine for h in hits] for hits in single])
-    stored = store.vectors([ids[3], "unknown", ids[7]])
+    stored = store.vectors([ids[7], "unknown", ids[3], ids[7]])  # read in one step: any order, repeats
     assert sorted(stored) == [ids[3], ids[7]]
-    assert np.allclose(stored[ids[3]], vectors[3])
+    assert np.allclose(stored[ids[3]], vectors[3]) and np.allclose(stored[ids[7]], vectors[7])
 
 
 def test_overwrite_appends_and_the_new_vector_wins(tmp_path: Path) -> None:
@@ -239,6 +239,7 @@ def test_own_appends_are_read_from_memory_until_the_tail_is_long(tmp_path: Path,
     fresh = fresh_read(tmp_path)
     assert own[0] == fresh.query_many(vectors[38:44], 4, where)
     assert all(np.array_equal(own[1][i], v) for i, v in fresh.vectors(["n2", "v1", "v3"]).items())
+    assert all(np.array_equal(own[1][i], snap.row(snap.row_of[i])) for i in ("n2", "v1", "v3"))  # tail and map
     writer = FlatStore(tmp_path, "c")
     writer.query_many(vectors[:1], 3, where)
     writer.add([f"m{k}" for k in range(7)], vectors[44:51], ["m"] * 7, [{"project": "b"}] * 7)  # past TAIL_MAX
