@@ -32,7 +32,7 @@ from compiler.notes.records import Note
 
 def related_notes(notes: Mapping[str, Note], vectors: Mapping[str, np.ndarray], settings: Settings) -> Neighbours:
     """Returns each note's most similar notes, comparing the mean of each note's section vectors."""
-    means = {p: note_mean(n, vectors) for p, n in notes.items() if n.sections}
+    means = {p: note_mean(n, vectors) for p, n in notes.items() if n.section_count}
     return semantic_neighbours(means, settings.related_min_cosine, settings.related_max)
 
 
@@ -56,7 +56,7 @@ def update_related(cache: Path, last_digest: str, notes: Mapping[str, Note], dig
     notes (edited, new, renamed) when `cache` holds the means of the last build's notes (named by
     `last_digest`, `notes_digest` of them; `digest` names `notes`); then saves the cache for the next build."""
     saved = _load(cache, last_digest, settings)
-    paths = sorted(p for p, n in notes.items() if n.sections)
+    paths = sorted(p for p, n in notes.items() if n.section_count)
     old_neighbours = None
     if saved is None:
         means = {p: note_mean(notes[p], vectors) for p in paths}

@@ -125,7 +125,7 @@ class SectionVectors(Mapping[str, np.ndarray]):
         self._args = cache_file, notes, model, moved_from
         first = embed_sections(cache_file, {p: notes[p] for p in stale if p in notes}, model, tick, moved_from)
         self._vectors, self.embedded = first.vectors, first.count  # embedded: texts embedded, not cached
-        self._complete = len(first.vectors) == sum(len(n.sections) for n in notes.values())
+        self._complete = len(first.vectors) == sum(n.section_count for n in notes.values())
 
     def _everything(self) -> dict[str, np.ndarray]:
         if not self._complete:

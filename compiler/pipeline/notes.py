@@ -36,7 +36,7 @@ class Parsed:
 
     @property
     def sections(self) -> int:
-        return sum(len(n.sections) for n in self.notes.values())
+        return sum(n.section_count for n in self.notes.values())
 
 
 def parse_notes(root: Path, scan: ScanResult, previous: BuildState, settings: Settings,
@@ -57,7 +57,7 @@ def parse_notes(root: Path, scan: ScanResult, previous: BuildState, settings: Se
     removed = sorted(set(previous.notes) - set(notes))
     gone = {previous.notes[p].sha256: previous.notes[p] for p in removed}
     return Parsed(notes, warnings, changed, removed, {p: gone[notes[p].sha256] for p in changed if notes[p].sha256 in gone},
-                  indexed=sum(len(n.sections) for n in previous.notes.values()))
+                  indexed=sum(n.section_count for n in previous.notes.values()))
 
 
 def _parse_one(root: Path, path: str, settings: Settings) -> tuple[Note | None, list[BuildWarning]]:

@@ -61,7 +61,8 @@ class BuildState:
 
     def parts(self) -> dict[str, dict[str, Any]]:
         """Returns {part: {key: value}}: the rows of compiler.pipeline.state_store."""
-        return {"files": self.files, "notes": self.notes, "warnings": {p: ws for p, ws in self.warnings.items() if ws},
+        return {"files": self.files, "notes": self.notes, "heads": self.notes,
+                "warnings": {p: ws for p, ws in self.warnings.items() if ws},
                 "memory_pages": self.memory_pages, "pages": self.pages, "memory_renders": self.memory_renders,
                 "note_renders": self.note_renders}
 
@@ -81,7 +82,8 @@ def load_state(path: Path) -> tuple[BuildState, str]:
         return BuildState(**{k: data[k] for k in ("model", "model_setting", "fingerprint", "parser")},
                           memory_events=data.get("memory_events", ""), memory_mark=dict(data["memory_mark"]),
                           note_mark=data.get("note_mark", ""),
-                          **{part: data[part] for part in PARTS}, stored=True), ""
+                          **{part: data[part] for part in PARTS if part != "heads"},
+                          stored=not data["heads_missing"]), ""
     except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
         return BuildState(), f"build state unreadable ({error.__class__.__name__})"
 

@@ -32,8 +32,8 @@ def test_one_edit_writes_a_few_rows_and_leaves_the_state_a_fresh_compile_saves(m
     (vault / "N3.md").write_text(NOTES["N3.md"] + "\n## New\n\nA heading more.\n")
     compile_vault(vault, Settings(), embedder=fake_embedder)
     rows = len([k for part in saved(vault).values() if isinstance(part, dict) for k in part])
-    # N3's stamp and parse, and the page and record of the three backlinks pages that show it: 8 of 36
-    assert counts == [8] and rows == 36
+    # N3's stamp, parse and head, and the page and record of the three backlinks pages that show it: 9 of 44
+    assert counts == [9] and rows == 44
     (vault / "N5.md").unlink()
     compile_vault(vault, Settings(), embedder=fake_embedder)
     fresh = vault.parent / "fresh"
@@ -67,3 +67,37 @@ def test_a_state_of_another_version_is_a_full_rebuild(make_vault, fake_embedder)
         db.execute("UPDATE meta SET value = '0' WHERE key = 'version'")
     db.close()
     assert compile_vault(vault, Settings(), embedder=fake_embedder).rebuild_reason == "build state from another version"
+
+
+def test_a_stored_note_is_its_note_and_decodes_its_row_only_when_a_field_beyond_its_head_is_read(tmp_path):
+    from compiler.notes.parse import parse_note
+    from compiler.pipeline.state_store import StoredNote, read_state, write_state
+
+    note = parse_note("A/b.md", b"---\naliases: [Bee]\ntags: [ops]\n---\n# B\n\nFirst [[C]].\n\n## Two\n\nSecond.\n")[0]
+    path = tmp_path / "state.sqlite"
+    write_state(path, {}, {"notes": {note.path: note}, "heads": {note.path: note}}, None)
+    stored = read_state(path)["notes"][note.path]
+    assert isinstance(stored, StoredNote) and "_row" in vars(stored)
+    assert (stored.path, stored.sha256, stored.title, stored.aliases, stored.tags, stored.section_count) == \
+        (note.path, note.sha256, note.title, note.aliases, note.tags, 2)
+    assert "_row" in vars(stored)  # the head answered: nothing decoded
+    assert stored.summary == note.summary and "_row" not in vars(stored)  # a default-valued field decodes it
+    assert stored == note and note == stored and stored.to_dict() == note.to_dict()
+    again = read_state(path)["notes"][note.path]
+    assert again.to_dict() == note.to_dict() and again.links == note.links and again.section_count == 2
+
+
+def test_a_state_saved_without_heads_is_read_whole_and_saved_whole(make_vault, fake_embedder):
+    import sqlite3
+
+    vault = make_vault(NOTES)
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    path = vault / ".engram/cache/state.sqlite"
+    with sqlite3.connect(path) as db:  # what an engram before heads saved
+        db.execute("DELETE FROM entries WHERE part = 'heads'")
+    previous, reason = load_state(path)
+    assert not reason and not previous.stored and all(type(n).__name__ == "Note" for n in previous.notes.values())
+    (vault / "N3.md").write_text(NOTES["N3.md"] + "\nMore.\n")
+    assert not compile_vault(vault, Settings(), embedder=fake_embedder).rebuild_reason
+    state, _ = load_state(path)
+    assert state.stored and all(type(n).__name__ == "StoredNote" for n in state.notes.values())
