@@ -1,11 +1,17 @@
 """Memory at scale: import N synthetic observations, compile, and time recall.
 
     python benchmarks/bench_memory.py [--memories 50000] [--queries 100] [--json]
+    python benchmarks/bench_memory.py --memories 500000 --store DIR [--parts served,compile,cold,recall]
 
 Prints seconds, throughput, peak memory and recall latency (p50/p95, model loaded), plus how
 the writes resolved (in all, in the first and last chunk). Then SINGLE_CALLS more stored one
 `store_memory` call at a time through a new `engram serve` (its rate, each action's median ms).
 Times are for this machine at this moment: compare ratios, not absolutes.
+
+`--store DIR` keeps the imported store (N synthetic memories, as `maintenance_wait.py` builds it:
+no unrelated control, no per-chunk figures) and reuses it on the next run: at 500,000 memories the
+import alone takes hours on two shared cores. Each run measures a fresh copy of it (the single
+calls, the compile and the recalls change it); `--parts` picks the measurements, in this order.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,6 +149,59 @@ def run(count: int, queries: int) -> dict:
     return figures
 
 
+def build_store(vault: Path, count: int) -> None:
+    """Writes `count` synthetic memories into a new vault at `vault` (what `memory import` runs)."""
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')
+    items = synthetic_memories(count)
+    started = time.perf_counter()
+    with VaultMemory(vault, load_settings(vault)) as memories:
+        for start in range(0, count, CHUNK):
+            write_memories(memories, items[start:start + CHUNK])
+            done = start + CHUNK
+            print(f"\r  {done:,} / {count:,} memories stored ({done / (time.perf_counter() - started):.0f}/s)",
+                  end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+
+PARTS = ("served", "compile", "cold", "recall")
+
+
+def run_on_store(store: Path, count: int, queries: int, parts: Sequence[str] = PARTS) -> dict:
+    """The figures of `run` after the import, on a copy of the kept store at `store` (built first
+    if it holds none): the single calls through `engram serve`, the compile (its peak RSS, then
+    the no-op in process and as a new process), the cold `engram recall`, the recall latency."""
+    if not (store / ".engram").exists():
+        print(f"building a store of {count:,} memories in {store}…", file=sys.stderr)
+        build_store(store, count)
+    vault = Path(tempfile.mkdtemp(prefix="engram-bench-memory-")) / "vault"
+    shutil.copytree(store, vault)
+    figures: dict = {"memories": count, "store": str(store), "load_start": _load()}
+    try:
+        settings = load_settings(vault)
+        if "served" in parts:
+            figures.update(_served_writes(vault, synthetic_memories(count + SINGLE_CALLS)[count:]))
+        if "compile" in parts:
+            figures["compile_seconds"], _, figures["compile_peak_rss_mb"] = run_cli("compile", "-q", str(vault))
+            started = time.perf_counter()
+            report = compile_vault(vault, settings)
+            figures["noop_compile_seconds"] = round(time.perf_counter() - started, 2)
+            figures["live"], figures["archived"] = report.memories["live"], report.memories["archived"]
+            figures["noop_compile_cli_seconds"] = round(run_cli("compile", "-q", str(vault))[0], 2)
+        if "cold" in parts:
+            figures["cold_recall_cli"] = _cold_recall(vault)
+        if "recall" in parts:
+            figures.update(_recall_latency(vault, settings, queries))
+    finally:
+        shutil.rmtree(vault.parent, ignore_errors=True)
+    figures["load_end"] = _load()
+    return figures
+
+
+def _load() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
 def _served_writes(vault: Path, items: list[MemoryInput]) -> dict:
     """Stores `items` through a new `engram serve` on the vault, one `store_memory` call at a time
     after its warm-up (a first recall, which waits for the start's maintenance too): the first
@@ -204,8 +264,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=50_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--store", type=Path, help="keep the imported store here and reuse it on the next run")
+    parser.add_argument("--parts", default=",".join(PARTS), help="with --store: which measurements, of " + ",".join(PARTS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.store:
+        print(json.dumps(run_on_store(args.store.resolve(), args.memories, args.queries, args.parts.split(",")), indent=2))
+        return
     figures = run(args.memories, args.queries)
     if args.json:
         print(json.dumps(figures, indent=2))
