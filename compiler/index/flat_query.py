@@ -82,10 +82,11 @@ class Group:
 
     def live(self, alive: np.ndarray) -> np.ndarray:
         """Returns which of the group's rows are alive, compacting the group first when its dead
-        rows outnumber its live ones (and GROUP_COMPACT_MIN): O(group), amortised over the deaths."""
+        rows pass a quarter of its live ones (and GROUP_COMPACT_MIN): every query scores the dead
+        rows too, so they are kept few; the copy is O(group), amortised over the deaths."""
         keep = alive[self.rows]
         dead = len(keep) - int(np.count_nonzero(keep))
-        if dead > max(len(keep) - dead, GROUP_COMPACT_MIN):
+        if dead > max((len(keep) - dead) // 4, GROUP_COMPACT_MIN):
             self.rows = self.rows[keep]
             if self.matrix is not None:
                 self.matrix = self.matrix[keep]
