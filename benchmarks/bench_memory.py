@@ -221,13 +221,24 @@ def _served_writes(vault: Path, items: list[MemoryInput], maintenance: bool = Tr
                 "content": item.content, "importance": item.importance, "category": item.category,
                 "metadata": {"project": item.project, "source_id": item.source_id}})
             calls.append((answer["action"], (time.perf_counter() - started) * 1000))
+        rss = _server_rss_mb(server)
     by_action: dict[str, list[float]] = {}
     for action, ms in calls:
         by_action.setdefault(action, []).append(ms)
     rest = [ms for _, ms in calls[1:]]
-    return {"single_call_first_ms": round(calls[0][1], 1),
+    return {"single_call_first_ms": round(calls[0][1], 1), "server_rss_mb": rss,
             "single_call_per_second": round(len(rest) / (sum(rest) / 1000), 1),
             "single_call_ms_by_action": {a: [len(t), round(statistics.median(t), 1)] for a, t in by_action.items()}}
+
+
+def _server_rss_mb(server: Served) -> dict[str, int]:
+    """Returns the server's resident and peak resident memory in MB (Linux), {} elsewhere."""
+    try:
+        status = Path(f"/proc/{server.pid}/status").read_text()
+    except OSError:
+        return {}
+    found = dict(line.split(":", 1) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM")))
+    return {key: round(int(value.split()[0]) / 1024) for key, value in found.items()}
 
 
 def _timed_new(memories: VaultMemory, items: list[MemoryInput]) -> float:
