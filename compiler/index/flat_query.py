@@ -1,5 +1,6 @@
 """Scoring a flat store's rows (compiler.index.flat): queries as unit rows, a Chroma-style `where`
-as a mask of the rows it matches, and the n best of a row of scores."""
+as the rows it matches (a `Group`, kept per snapshot with their vectors as one matrix), and the n
+best of a row of scores."""
 
 from __future__ import annotations
 
