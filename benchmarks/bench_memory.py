@@ -1,17 +1,24 @@
 """Memory at scale: import N synthetic observations, compile, and time recall.
 
     python benchmarks/bench_memory.py [--memories 50000] [--queries 100] [--json]
+    python benchmarks/bench_memory.py --memories 500000 --store DIR [--parts served,compile,cold,recall]
 
 Prints seconds, throughput, peak memory and recall latency (p50/p95, model loaded), plus how
 the writes resolved (in all, in the first and last chunk). Then SINGLE_CALLS more stored one
 `store_memory` call at a time through a new `engram serve` (its rate, each action's median ms).
 Times are for this machine at this moment: compare ratios, not absolutes.
+
+`--store DIR` keeps the imported store (N synthetic memories, as `maintenance_wait.py` builds it:
+no unrelated control, no per-chunk figures) and reuses it on the next run: at 500,000 memories the
+import alone takes hours on two shared cores. Each run measures a fresh copy of it (the single
+calls, the compile and the recalls change it); `--parts` picks the measurements, in this order.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -19,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,28 +150,111 @@ def run(count: int, queries: int) -> dict:
     return figures
 
 
-def _served_writes(vault: Path, items: list[MemoryInput]) -> dict:
+def build_store(vault: Path, count: int) -> None:
+    """Writes `count` synthetic memories into a new vault at `vault` (what `memory import` runs)."""
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')
+    items = synthetic_memories(count)
+    started = time.perf_counter()
+    with VaultMemory(vault, load_settings(vault)) as memories:
+        for start in range(0, count, CHUNK):
+            write_memories(memories, items[start:start + CHUNK])
+            done = min(start + CHUNK, count)
+            print(f"\r  {done:,} / {count:,} memories stored ({done / (time.perf_counter() - started):.0f}/s)",
+                  end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+
+PARTS = ("served", "compile", "cold", "recall")
+
+
+def run_on_store(store: Path, count: int, queries: int, parts: Sequence[str] = PARTS) -> dict:
+    """The figures of `run` after the import, on a copy of the kept store at `store` (built first
+    if it holds none): the single calls through `engram serve`, the compile (its peak RSS, then
+    the no-op in process and as a new process), the cold `engram recall`, the recall latency."""
+    if not (store / ".engram").exists():
+        print(f"building a store of {count:,} memories in {store}…", file=sys.stderr)
+        build_store(store, count)
+    vault = Path(tempfile.mkdtemp(prefix="engram-bench-memory-")) / "vault"
+    shutil.copytree(store, vault)
+    figures: dict = {"memories": count, "store": str(store), "load_start": _load()}
+    try:
+        settings = load_settings(vault)
+        if "served" in parts:
+            # Without the server's maintenance: on a store never maintained a full one is due, and at
+            # 500,000 memories it runs for tens of minutes (every memory asks the whole store for its
+            # neighbours), its slices taking turns with the calls; maintenance_wait.py measures that.
+            figures["served_maintenance"] = False
+            figures.update(_served_writes(vault, synthetic_memories(count + SINGLE_CALLS)[count:], maintenance=False))
+        if "compile" in parts:
+            figures["compile_seconds"], _, figures["compile_peak_rss_mb"] = run_cli("compile", "-q", str(vault))
+            started = time.perf_counter()
+            report = compile_vault(vault, settings)
+            figures["noop_compile_seconds"] = round(time.perf_counter() - started, 2)
+            figures["live"], figures["archived"] = report.memories["live"], report.memories["archived"]
+            figures["noop_compile_cli_seconds"] = round(run_cli("compile", "-q", str(vault))[0], 2)
+        if "cold" in parts:
+            figures["cold_recall_cli"] = _cold_recall(vault)
+        if "recall" in parts:
+            figures.update(_recall_latency(vault, settings, queries))
+    finally:
+        shutil.rmtree(vault.parent, ignore_errors=True)
+    figures["load_end"] = _load()
+    return figures
+
+
+def _load() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def _served_writes(vault: Path, items: list[MemoryInput], maintenance: bool = True) -> dict:
     """Stores `items` through a new `engram serve` on the vault, one `store_memory` call at a time
     after its warm-up (a first recall, which waits for the start's maintenance too): the first
     call's ms apart (at 50,000 it pays ~0.3 s after that maintenance; with `--no-maintenance` it
     costs what the others do), then the calls per second of the rest and each action's median ms."""
     calls: list[tuple[str, float]] = []  # (action, ms) per call, in order
-    with Served(ROOT, vault) as server:
+    with Served(ROOT, vault, maintenance=maintenance) as server:
         server.initialize()
         server.tool("recall_memory", {"query": "what runs on Kafka?"})
+        cpu: list[float] = []  # the server's CPU seconds (all its threads) before each call, and after the last
         for item in items:
+            cpu.append(_process_cpu(server.pid))
             started = time.perf_counter()
             answer = server.tool("store_memory", {
                 "content": item.content, "importance": item.importance, "category": item.category,
                 "metadata": {"project": item.project, "source_id": item.source_id}})
             calls.append((answer["action"], (time.perf_counter() - started) * 1000))
+        cpu.append(_process_cpu(server.pid))
+        rss = _server_rss_mb(server)
     by_action: dict[str, list[float]] = {}
     for action, ms in calls:
         by_action.setdefault(action, []).append(ms)
     rest = [ms for _, ms in calls[1:]]
-    return {"single_call_first_ms": round(calls[0][1], 1),
+    return {"single_call_first_ms": round(calls[0][1], 1), "server_rss_mb": rss,
             "single_call_per_second": round(len(rest) / (sum(rest) / 1000), 1),
+            # the server's own CPU per call (after the first): what a call costs it, whatever else
+            # the machine runs (the wall rate above waits for the cores too; at 10 ms ticks, a mean)
+            "single_call_cpu_ms": round((cpu[-1] - cpu[1]) * 1000 / len(rest), 1),
             "single_call_ms_by_action": {a: [len(t), round(statistics.median(t), 1)] for a, t in by_action.items()}}
+
+
+def _process_cpu(pid: int) -> float:
+    """Returns the CPU seconds (user + system, all threads) process `pid` has used, 0.0 if unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_rss_mb(server: Served) -> dict[str, int]:
+    """Returns the server's resident and peak resident memory in MB (Linux), {} elsewhere."""
+    try:
+        status = Path(f"/proc/{server.pid}/status").read_text()
+    except OSError:
+        return {}
+    found = dict(line.split(":", 1) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM")))
+    return {key: round(int(value.split()[0]) / 1024) for key, value in found.items()}
 
 
 def _timed_new(memories: VaultMemory, items: list[MemoryInput]) -> float:
@@ -190,22 +281,30 @@ def _recall_latency(vault: Path, settings, queries: int) -> dict:
     rng = random.Random(11)
     with VaultMemory(vault, settings) as memories:
         recall(memories, "warm up", 5, reinforce=False)
-        times = []
+        times, cpu = [], []
         for _ in range(queries):
             query = f"what does {rng.choice(SUBJECTS).lower()} {rng.choice(VERBS)}?"
-            started = time.perf_counter()
+            started, began = time.perf_counter(), time.process_time()
             recall(memories, query, 5, project=f"project-{rng.randint(0, 19):02d}", reinforce=False)
             times.append((time.perf_counter() - started) * 1000)
+            cpu.append((time.process_time() - began) * 1000)  # the model's threads included
     times.sort()
-    return {"recall_p50_ms": round(statistics.median(times), 1), "recall_p95_ms": round(times[int(len(times) * 0.95) - 1], 1)}
+    cpu.sort()
+    return {"recall_p50_ms": round(statistics.median(times), 1), "recall_p95_ms": round(times[int(len(times) * 0.95) - 1], 1),
+            "recall_cpu_p50_ms": round(statistics.median(cpu), 1), "recall_cpu_p95_ms": round(cpu[int(len(cpu) * 0.95) - 1], 1)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=50_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--store", type=Path, help="keep the imported store here and reuse it on the next run")
+    parser.add_argument("--parts", default=",".join(PARTS), help="with --store: which measurements, of " + ",".join(PARTS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.store:
+        print(json.dumps(run_on_store(args.store.resolve(), args.memories, args.queries, args.parts.split(",")), indent=2))
+        return
     figures = run(args.memories, args.queries)
     if args.json:
         print(json.dumps(figures, indent=2))

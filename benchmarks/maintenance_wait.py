@@ -28,32 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_memory import SUBJECTS, VERBS, synthetic_memories  # noqa: E402
+from benchmarks.bench_memory import SUBJECTS, VERBS, build_store  # noqa: E402
 from benchmarks.mcp_stdio import Served  # noqa: E402
-from compiler.core.settings import load_settings  # noqa: E402
 from compiler.memory.index import KEYWORDS_FILE  # noqa: E402
-from compiler.memory.vault import VaultMemory  # noqa: E402
-from compiler.memory.write import write_memories  # noqa: E402
 
 PERIOD = 0.05  # seconds between two calls, as an agent in a busy loop
 AFTER = 20  # calls made after the maintenance finished: the server's state once it is done
 CONTROL = 300  # calls made without maintenance: enough to show a call's own rare slow ones
-CHUNK = 1000
-
-
-def build_store(vault: Path, count: int) -> None:
-    """Writes `count` synthetic memories into a new vault at `vault` (what `memory import` runs)."""
-    (vault / ".obsidian").mkdir(parents=True)
-    (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')
-    items = synthetic_memories(count)
-    started = time.perf_counter()
-    with VaultMemory(vault, load_settings(vault)) as memories:
-        for start in range(0, count, CHUNK):
-            write_memories(memories, items[start:start + CHUNK])
-            done = start + CHUNK
-            print(f"\r  {done:,} / {count:,} memories stored ({done / (time.perf_counter() - started):.0f}/s)",
-                  end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
 
 
 def make_maintenance_due(vault: Path) -> None:

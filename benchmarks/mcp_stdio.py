@@ -54,6 +54,10 @@ class Served:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def initialize(self) -> None:
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "engram-bench", "version": "1"}})

@@ -109,10 +109,13 @@ class FlatStore:
                 candidates = np.flatnonzero(snap.alive)
                 with one_thread():
                     scores = (snap.whole(self._folder) @ query)[candidates]
-            else:  # only the matching rows are read and scored: a project is a 20th of the store
-                candidates = np.flatnonzero(snap.alive & matching(db, snap.masks, len(snap.ids), where))
+            else:  # only the matching rows are scored, from their kept matrix: a project is a 20th of the store
+                group = matching(db, snap.groups, where)
+                keep = group.live(snap.alive)
+                matrix = snap.vectors_of(group)
+                candidates = group.rows[keep]
                 with one_thread():
-                    scores = snap.take(candidates) @ query
+                    scores = (matrix @ query)[keep]
             best = best_of(scores, n)
             ids = [snap.ids[r] for r in candidates[best]]
             found = {i: (d, m) for i, d, m in select(db, "id, document, metadata", ids)}
@@ -131,20 +134,22 @@ class FlatStore:
             if not snap.live or len(vectors) == 0:
                 return [[] for _ in range(len(vectors))]
             queries = query_rows(vectors, snap.dim, self.path)
-            rows = np.flatnonzero(snap.alive if where is None
-                                  else snap.alive & matching(db, snap.masks, len(snap.ids), where))
+            group = None if where is None else matching(db, snap.groups, where)
+        keep = snap.alive if group is None else group.live(snap.alive)
+        rows = np.flatnonzero(keep) if group is None else group.rows[keep]
         if not len(rows):
             return [[] for _ in range(len(vectors))]
-        matrix = snap.whole(self._folder) if where is None else snap.take(rows)  # rows ascending: ties go by row
+        # rows ascending: ties go by row
+        matrix = snap.whole(self._folder) if group is None else snap.vectors_of(group)
         found: list[list[tuple[str, float]]] = []
         for start in range(0, len(queries), _QUERY_BLOCK):
             block = queries[start:start + _QUERY_BLOCK]
-            if where is None:
+            if group is None:
                 scores = block @ matrix.T
                 scores[:, ~snap.alive] = -np.inf
             else:
                 with one_thread():  # a few rows: waking BLAS threads cost 10× the product on a busy machine
-                    scores = (matrix @ block.T).T
+                    scores = (matrix @ block.T).T[:, keep]
             for row in scores:
                 top = best_of(row, min(n, len(rows)))
                 found.append([(snap.ids[r], float(row[k])) for k, r in  # type: ignore[misc]

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from compiler.index.flat_query import extended
+from compiler.index import flat_query
+from compiler.index.flat_query import Group, grown
 
 SQL_BATCH = 500  # SQLite caps the variables of one statement
 STATE_KEYS = ("uid", "generation", "rows", "dead", "dim", "file", "mirror_all")
@@ -47,7 +48,8 @@ class Snapshot:
     ids: list[str | None] = field(default_factory=list)  # per row; None for a dead row
     alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     row_of: dict[str, int] = field(default_factory=dict)
-    masks: dict[str, tuple[list[tuple[str, list[Any]]], np.ndarray]] = field(default_factory=dict)  # see flat_query.matching
+    groups: dict[str, Group] = field(default_factory=dict)  # the rows of each `where` asked (flat_query.matching)
+    clock: int = 0  # counts the groups' queries: which matrix was used least recently
 
     @property
     def live(self) -> int:
@@ -67,6 +69,28 @@ class Snapshot:
         if split == len(rows):
             return self.mapped[rows]
         return np.vstack([self.mapped[rows[:split]], self.tail[rows[split:] - len(self.mapped)]])
+
+    def vectors_of(self, group: Group) -> np.ndarray:
+        """Returns the vectors of `group`'s rows as one matrix: kept with the group (gathered on
+        first use) while this store's kept matrices stay within GROUP_CACHE_BYTES, the least
+        recently used ones dropped first; gathered for this query alone past that."""
+        self.clock += 1
+        group.used = self.clock
+        if group.matrix is not None:
+            return group.matrix
+        matrix = np.ascontiguousarray(self.take(group.rows), dtype=np.float32)
+        if group not in self.groups.values():
+            return matrix  # a where that is not kept (not on text values)
+        kept = sorted((g for g in self.groups.values() if g.matrix is not None), key=lambda g: g.used)
+        total = sum(g.nbytes for g in kept) + matrix.nbytes
+        for old in kept:
+            if total <= flat_query.GROUP_CACHE_BYTES:
+                break
+            total -= old.nbytes
+            old.matrix = None
+        if total <= flat_query.GROUP_CACHE_BYTES:
+            group.matrix = matrix
+        return matrix
 
     def row(self, row: int) -> np.ndarray:
         return np.array(self.mapped[row] if row < len(self.mapped) else self.tail[row - len(self.mapped)])
@@ -119,8 +143,11 @@ def advance_snapshot(path: Path, folder: Path, before: dict[str, Any], after: di
     if rows != have:
         # Only this write's own append (right after the rows seen) can be extended in memory.
         follows = appended is not None and appended[0] == have and have + len(appended[1]) == rows
-        seen.masks = {k: (c, extended(c, m, rows, have, appended[2]))  # type: ignore[index]
-                      for k, (c, m) in seen.masks.items()} if follows else {}
+        if follows:
+            for group in seen.groups.values():
+                group.extend(have, appended[1], appended[2])  # type: ignore[index]
+        else:
+            seen.groups = {}
         if (follows and len(seen.mapped) and seen.mapped.shape[1] == dim
                 and len(seen.tail) + len(appended[1]) <= TAIL_MAX):  # type: ignore[index]
             seen.tail = grown(seen.tail, appended[1])  # type: ignore[index]
@@ -160,16 +187,3 @@ def map_rows(path: Path, rows: int, dim: int) -> np.ndarray:
     if path.stat().st_size < rows * dim * 4:
         raise ValueError(f"{path}: shorter than its committed rows")
     return np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
-
-
-def grown(tail: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Returns `tail` with `rows` after it, in a buffer with room to spare (amortised O(rows) per
-    append): a view, so older views of the tail keep seeing exactly their own rows."""
-    base = tail.base if tail.base is not None and tail.base.ndim == 2 else tail
-    end = len(tail) + len(rows)
-    if base is tail or len(base) < end or base.shape[1] != rows.shape[1]:
-        bigger = np.empty((max(2 * end, 256), rows.shape[1]), dtype=np.float32)
-        bigger[:len(tail)] = tail
-        base = bigger
-    base[len(tail):end] = rows
-    return base[:end]

@@ -27,6 +27,7 @@ the vectors and groups of the moment it is asked.
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,6 +53,8 @@ PLAN_BATCH = 4096  # memories whose signatures a slice of a full run's plan reco
 PROBE = 4  # a slice's first batch, timed to size the next ones to what is left of its budget
 
 Pair = tuple[str, str]
+# per pair tables' file: (the full run being planned, the ids it plans in order); see `_plan_order`
+_PLAN_ORDER: dict[str, tuple[tuple[str, ...], list[str]]] = {}
 
 
 def is_candidate(obs: Observation) -> bool:
@@ -134,18 +137,36 @@ class ClosePairs:
             for table in ("close_pairs", "close_rows", "close_todo"):
                 self._db.execute(f"DELETE FROM {table}")
             meta = {"planning": fingerprint, "planned": "", **event_mark(events)}
-        rest = sorted(i for i in indexed if i > meta["planned"])
-        take = rest if whole else rest[:PLAN_BATCH]
+        order = self._plan_order(indexed, meta)
+        take, at = [], bisect.bisect_right(order, meta["planned"])
+        while at < len(order) and (whole or len(take) < PLAN_BATCH):
+            if order[at] in indexed:  # gone since the order was taken: not planned (as if it never was)
+                take.append(order[at])
+            at += 1
         self._db.executemany("INSERT OR REPLACE INTO close_rows (id, sig) VALUES (?, ?)",
                              ((i, signature(indexed[i])) for i in take))
         self._db.executemany("INSERT OR IGNORE INTO close_todo (id) VALUES (?)",
                              ((i,) for i in take if is_candidate(indexed[i])))
-        if len(take) < len(rest):
-            meta = {**meta, "planned": take[-1]}
+        if at < len(order):
+            meta = {**meta, "planned": take[-1] if take else order[at - 1]}
         else:
+            _PLAN_ORDER.pop(str(self._path), None)
             meta = {k: v for k, v in meta.items() if k not in ("planning", "planned")}
         self._write_meta(meta)
         return meta
+
+    def _plan_order(self, indexed: Mapping[str, Observation], meta: dict[str, str]) -> list[str]:
+        """Returns the ids a full run plans, sorted: taken once per run and process and kept
+        between its slices (sorting every memory's id again in each slice was most of a slice
+        past 100,000 memories: 67 ms at 150,000, 280 ms at 500,000, against a 30 ms budget). A
+        memory saved after the order was taken is not in it: it is named after the plan's mark,
+        so the patch that follows the plan asks it, as it asks any change."""
+        plan = (meta["planning"], *(meta.get(k, "") for k in ("chunks", "chunk_last", "count", "last")))
+        kept = _PLAN_ORDER.get(str(self._path))
+        if kept is None or kept[0] != plan:
+            kept = plan, sorted(indexed)
+            _PLAN_ORDER[str(self._path)] = kept
+        return kept[1]
 
     def _write_meta(self, meta: dict[str, str]) -> None:
         self._db.execute("DELETE FROM close_meta")

@@ -9,6 +9,7 @@ live memories, re-embedding only texts the embedding cache has not seen.
 
 from __future__ import annotations
 
+import heapq
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -205,17 +206,23 @@ class MemoryKeywordIndex:
         """Returns up to `limit` memories (of `project`, when given) matching any word of `query`,
         best BM25 first (over the whole table's statistics, so a project changes no score)."""
         expression = match_expression(query)
-        if not expression:
+        first, last = self._range(project) if project else (0, 0)
+        if not expression or first is None or limit <= 0:
             return []
-        where, args = "", []
-        if project:  # FTS5 seeks to the project's rowid range and stops at its end
-            first, last = self._range(project)
-            if first is None:
-                return []
-            where, args = "AND rowid BETWEEN ? AND ?", [first, last]
-        rows = self._db.execute(f"SELECT id, bm25({TABLE}, {WEIGHTS}) AS rank FROM {TABLE} "
-                                f"WHERE {TABLE} MATCH ? {where} ORDER BY rank, id LIMIT ?", [expression, *args, limit])
-        return [MemoryKeywordHit(i, -float(r)) for i, r in rows]
+        where, args = ("AND rowid BETWEEN ? AND ?", [first, last]) if project else ("", [])  # FTS5 seeks to the range
+        # `ORDER BY rank, id LIMIT ?` without reading each match's id (~40% of a search over many
+        # matches): only the matches up to the limit-th score, ties included, are looked up by rowid.
+        found = self._db.execute(f"SELECT rowid, bm25({TABLE}, {WEIGHTS}) FROM {TABLE} WHERE {TABLE} MATCH ? {where}",
+                                 [expression, *args]).fetchall()
+        if len(found) > limit:
+            cut = heapq.nsmallest(limit, (rank for _, rank in found))[-1]
+            found = [(rowid, rank) for rowid, rank in found if rank <= cut]
+        ids: dict[int, str] = {}
+        for start in range(0, len(found), 500):  # SQLite caps the variables of one statement
+            batch = [rowid for rowid, _ in found[start:start + 500]]
+            ids.update(self._db.execute(f"SELECT rowid, id FROM {TABLE} WHERE rowid IN ({','.join('?' * len(batch))})", batch))
+        ranked = sorted((rank, ids[rowid]) for rowid, rank in found if rowid in ids)[:limit]
+        return [MemoryKeywordHit(i, -float(r)) for r, i in ranked]
 
     def close(self) -> None:
         self._db.close()

@@ -234,7 +234,7 @@ def test_own_appends_are_read_from_memory_until_the_tail_is_long(tmp_path: Path,
     writer.add(["v1", "n3"], vectors[42:44], ["moved", "three"], [{"project": "a"}] * 2)  # v1 overwritten
     snap = flat_rows.SEEN[str(writer.path)]
     assert snap.mapped is mapped and len(snap.tail) == 4
-    assert [len(m) for _, m in snap.masks.values()] == [44]  # the project's rows, extended by the writes
+    assert [len(g.rows) for g in snap.groups.values()] == [24]  # the project's 20 rows (v1's old one now dead) and the 4 appended
     own = (writer.query_many(vectors[38:44], 4, where), writer.vectors(["n2", "v1", "v3"]))
     fresh = fresh_read(tmp_path)
     assert own[0] == fresh.query_many(vectors[38:44], 4, where)

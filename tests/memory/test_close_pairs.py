@@ -236,3 +236,17 @@ def test_a_slice_that_died_leaves_what_the_next_run_finishes(vault, fake_embedde
     with open_memory(vault, fake_embedder) as memories:
         assert prepare_maintenance(memories, budget=0)
     assert decided(vault, fake_embedder) == full_run_of(vault, fake_embedder, tmp_path)
+
+
+def test_a_full_run_planned_in_slices_orders_the_ids_once(vault, fake_embedder, monkeypatch):
+    """Each planning slice took the ids left by sorting every memory's id again (280 ms a slice at
+    500,000 memories); the order is now taken once per run and kept until the plan is done."""
+    monkeypatch.setattr(close_pairs, "PLAN_BATCH", 16)
+    seed_store(vault, fake_embedder, 60)
+    orders = []
+    with open_memory(vault, fake_embedder) as memories:
+        while prepare_maintenance(memories, budget=0):
+            orders.append(next(iter(close_pairs._PLAN_ORDER.values()), (None, None))[1])
+    planning = [order for order in orders if order is not None]
+    assert len(planning) >= 3 and all(order is planning[0] for order in planning)  # one list, every slice
+    assert close_pairs._PLAN_ORDER == {}  # dropped once the plan is done

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.index.keywords import TOKENIZER
-from compiler.memory.index import PROJECT_SHIFT, TABLE, MemoryKeywordIndex
+from compiler.index.keywords import TOKENIZER, match_expression
+from compiler.memory.index import PROJECT_SHIFT, TABLE, WEIGHTS, MemoryKeywordIndex
 
 OLD = "memories_v4"  # the table the previous engram wrote
 
@@ -113,3 +113,21 @@ def test_an_old_table_written_after_the_move_is_dropped(tmp_path: Path) -> None:
     assert [h.id for h in index.search("deploy", 5, "p1")] == ["a"]
     assert not index._db.execute("SELECT name FROM sqlite_master WHERE name LIKE ?", (f"{OLD}%",)).fetchall()
     index.close()
+
+
+def test_search_answers_what_ordering_every_match_by_score_and_id_answers(tmp_path: Path) -> None:
+    """The search reads the id of the matches up to the limit-th score only (reading every match's
+    id was ~40% of a search over many): the same hits, scores and order as `ORDER BY rank, id LIMIT`,
+    ties at the cut included (repeated texts score the same: only the id orders them)."""
+    index = MemoryKeywordIndex(tmp_path / "memories.sqlite")
+    data = rows(90) + [(f"t{k:03d}", f"p{k % 3}", f"tsha{k}", "", "billing worker", "", "") for k in range(30, 0, -1)]
+    index.replace([], data)
+    for query in ("billing worker", "deploy the staging cluster", "retry", "nothing matches this"):
+        for project in ("", "p0", "p2"):
+            first = index._range(project)[0] if project else None
+            where, args = ("AND rowid BETWEEN ? AND ?", [first, first + (1 << PROJECT_SHIFT) - 1]) if project else ("", [])
+            for limit in (0, 1, 3, 12, 31, 500):
+                expected = [(i, -float(r)) for i, r in index._db.execute(
+                    f"SELECT id, bm25({TABLE}, {WEIGHTS}) AS rank FROM {TABLE} WHERE {TABLE} MATCH ? {where} "
+                    "ORDER BY rank, id LIMIT ?", [match_expression(query), *args, limit])]
+                assert [(h.id, h.bm25) for h in index.search(query, limit, project)] == expected
