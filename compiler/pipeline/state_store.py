@@ -67,31 +67,36 @@ def read_state(path: Path) -> dict[str, Any]:
         for part, key, text in db.execute("SELECT part, key, value FROM entries"):
             found[part][key] = PARTS[part][1](key, text)
     found["memory_mark"] = json.loads(found.get("memory_mark", "{}"))
-    heads = found.pop("heads")
-    # A state saved before heads were (an older engram): its notes decoded whole, the file written whole next.
+    heads = {p: head for p, head in found.pop("heads").items() if len(head) == len(HEAD)}
+    # A state saved before heads were, or with other heads (an older engram): its notes decoded whole,
+    # the file written whole next.
     found["heads_missing"] = heads.keys() != found["notes"].keys()
     found["notes"] = {p: StoredNote(p, row, heads[p]) if p in heads else Note.from_dict(json.loads(row))
                       for p, row in found["notes"].items()}
     return found
 
 
+# What a compile reads of every note (the indexes, the links, the catalog and health pages), in the head's order.
+HEAD = ("sha256", "title", "aliases", "tags", "summary", "section_count")
+
+
 def _head(note: Note) -> list[Any]:
-    return [note.sha256, note.title, list(note.aliases), list(note.tags), note.section_count]
+    return [note.sha256, note.title, list(note.aliases), list(note.tags), note.summary, note.section_count]
 
 
 class StoredNote(Note):
-    """A note of the last build as the state holds it: what a compile asks of every note (its hash,
-    title, aliases, tags, how many sections) at once, every other field decoded from its row the
+    """A note of the last build as the state holds it: what a compile asks of every note (`HEAD`:
+    its hash, title, aliases, tags, summary, how many sections) at once, every other field decoded from its row the
     first time something asks for one. After one edit of 100,000 notes, decoding every row cost
     6 s of the compile; the pages and indexes of the notes it changed read a few of them.
 
     Equal to the `Note` of the same fields: a stored note stands for the note."""
 
     def __init__(self, path: str, row: str, head: list[Any]) -> None:  # pylint: disable=super-init-not-called
-        sha256, title, aliases, tags, count = head
+        sha256, title, aliases, tags, summary, count = head
         # Frozen: the fields go straight into the instance's dict, as the dataclass's own __init__ puts them.
         self.__dict__.update(path=path, sha256=sha256, title=title, aliases=tuple(aliases), tags=tuple(tags),
-                             _row=row, _count=count)
+                             summary=summary, _row=row, _count=count)
 
     def _decode(self) -> None:
         """Decodes the row, once: from then on every field is in the instance's dict."""
@@ -125,7 +130,7 @@ def _decoded(name: str) -> property:
     return property(value)
 
 
-for _name in Note.__dataclass_fields__.keys() - {"path", "sha256", "title", "aliases", "tags"}:
+for _name in Note.__dataclass_fields__.keys() - {"path", *HEAD}:
     setattr(StoredNote, _name, _decoded(_name))
 
 
