@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))  # run as a script from a checkout: `python benchm
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.embed.embedder import Embedder, load_embedder  # noqa: E402
 from compiler.index.cache import text_hash
-from compiler.pipeline.index import section_text  # noqa: E402
+from compiler.pipeline.section_text import section_text  # noqa: E402
 from compiler.pipeline.spine import VaultPaths, compile_vault  # noqa: E402
 from compiler.pipeline.state import load_state  # noqa: E402
 

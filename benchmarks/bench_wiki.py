@@ -39,7 +39,7 @@ from benchmarks.bench import (  # noqa: E402
 )
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.notes.parse import parse_note  # noqa: E402
-from compiler.pipeline.index import section_text  # noqa: E402
+from compiler.pipeline.section_text import section_text  # noqa: E402
 from compiler.wiki.layout import WikiLayout  # noqa: E402
 from compiler.wiki.lint import lint_wiki  # noqa: E402
 from compiler.wiki.page_files import page_paths  # noqa: E402

@@ -17,7 +17,7 @@ from compiler.embed.embedder import (
     model_identity,
 )
 from compiler.index import late_interaction
-from compiler.index.cache import EmbeddingCache, embed_with_cache, text_hash
+from compiler.index.cache import EmbeddingCache, embed_with_cache
 from compiler.index.flat import FlatStore
 from compiler.index.keywords import KeywordIndex, NoteRow, SectionRow
 from compiler.index.token_cache import TokenVectorCache, Usage
@@ -25,6 +25,7 @@ from compiler.index.vector_index import open_vectors
 from compiler.index.vectors import COLLECTION
 from compiler.notes.records import Note
 from compiler.pipeline.notes import Parsed
+from compiler.pipeline.section_text import note_hashes, section_text
 from compiler.pipeline.vault_paths import VaultPaths
 
 if TYPE_CHECKING:
@@ -62,12 +63,6 @@ class Embedded:
     count: int  # sections embedded in this run (the rest came from the cache)
 
 
-def section_text(note: Note, index: int) -> str:
-    """Returns what is embedded for a section: the note's title gives every piece its context."""
-    text = note.sections[index].text
-    return text if text.startswith(note.title) else f"{note.title}\n{text}"
-
-
 def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, tick: Callable[[int], None],
                    moved_from: Mapping[str, Note] | None = None) -> Embedded:
     """Returns a vector for every section of `notes`; only texts not in the cache are embedded.
@@ -98,16 +93,25 @@ def section_texts(notes: Mapping[str, Note], moved_from: Mapping[str, Note] | No
             for p in sorted(notes) for i in range(len(notes[p].sections))]
 
 
-def compact_token_vectors(cache_file: Path, model: Model, texts: Iterable[str]) -> Usage | None:
-    """Rewrites the token-vector file without the matrices of texts no longer in use (`texts`:
-    every note section's and live memory's) when those take most of it: replaced, merged,
-    forgotten or edited texts stay there otherwise (compiler.index.token_cache). Returns what it
-    found; None when the model keeps no token vectors."""
+def section_hashes(notes: Mapping[str, Note], moved_from: Mapping[str, Note] | None = None) -> Iterator[str]:
+    """Yields `text_hash` of each of `section_texts(notes, moved_from)`: what the caches key them
+    by. A note read back from the build state has them in its head (compiler.pipeline.state_store):
+    its sections are not decoded for them."""
+    moved_from = moved_from or {}
+    for path in sorted(notes):
+        yield from note_hashes(_embedded_as(notes[path], moved_from.get(path)))
+
+
+def compact_token_vectors(cache_file: Path, model: Model, hashes: Iterable[str]) -> Usage | None:
+    """Rewrites the token-vector file without the matrices of texts no longer in use (`hashes`:
+    the text hashes of every note section and live memory) when those take most of it: replaced,
+    merged, forgotten or edited texts stay there otherwise (compiler.index.token_cache). Returns
+    what it found; None when the model keeps no token vectors."""
     if not model.tokens:
         return None
     tokens = TokenVectorCache(cache_file)
     try:
-        return tokens.compact({model.identity: {text_hash(t) for t in texts}})
+        return tokens.compact({model.identity: set(hashes)})
     finally:
         tokens.close()
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from compiler.core.errors import BuildWarning
 from compiler.notes.records import FileStamp, Note
+from compiler.pipeline.section_text import note_hashes
 
 SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
           "CREATE TABLE entries (part TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
@@ -77,11 +78,13 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 # What a compile reads of every note (the indexes, the links, the catalog and health pages), in the head's order.
-HEAD = ("sha256", "title", "aliases", "tags", "summary", "section_count")
+# The sections' text hashes too: the token-file compaction asks for every note's (compiler.pipeline.index.section_hashes).
+HEAD = ("sha256", "title", "aliases", "tags", "summary", "section_count", "section_hashes")
 
 
 def _head(note: Note) -> list[Any]:
-    return [note.sha256, note.title, list(note.aliases), list(note.tags), note.summary, note.section_count]
+    return [note.sha256, note.title, list(note.aliases), list(note.tags), note.summary, note.section_count,
+            note_hashes(note)]
 
 
 class StoredNote(Note):
@@ -93,10 +96,10 @@ class StoredNote(Note):
     Equal to the `Note` of the same fields: a stored note stands for the note."""
 
     def __init__(self, path: str, row: str, head: list[Any]) -> None:  # pylint: disable=super-init-not-called
-        sha256, title, aliases, tags, summary, count = head
+        sha256, title, aliases, tags, summary, count, hashes = head
         # Frozen: the fields go straight into the instance's dict, as the dataclass's own __init__ puts them.
         self.__dict__.update(path=path, sha256=sha256, title=title, aliases=tuple(aliases), tags=tuple(tags),
-                             summary=summary, _row=row, _count=count)
+                             summary=summary, _row=row, _count=count, _hashes=tuple(hashes))
 
     def _decode(self) -> None:
         """Decodes the row, once: from then on every field is in the instance's dict."""
@@ -108,9 +111,16 @@ class StoredNote(Note):
     def section_count(self) -> int:
         return self.__dict__["_count"] if "_row" in self.__dict__ else len(self.sections)
 
+    @property
+    def stored_hashes(self) -> tuple[str, ...]:
+        """The text hashes of what is embedded for each section, as saved with the note."""
+        return self.__dict__["_hashes"]
+
     def to_dict(self) -> dict[str, Any]:
         row = self.__dict__.get("_row")
-        return json.loads(row) if row is not None else Note.to_dict(self)
+        if row is not None:
+            return json.loads(row)
+        return {k: v for k, v in Note.to_dict(self).items() if not k.startswith("_")}
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Note):

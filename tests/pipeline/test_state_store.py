@@ -80,11 +80,18 @@ def test_a_stored_note_is_its_note_and_decodes_its_row_only_when_a_field_beyond_
     assert isinstance(stored, StoredNote) and "_row" in vars(stored)
     assert (stored.path, stored.sha256, stored.title, stored.aliases, stored.tags, stored.section_count) == \
         (note.path, note.sha256, note.title, note.aliases, note.tags, 2)
+    from compiler.index.cache import text_hash
+    from compiler.pipeline.index import section_hashes
+    from compiler.pipeline.section_text import note_hashes, section_text
+
+    assert note_hashes(stored) == [text_hash(section_text(note, i)) for i in range(2)]  # what the caches key them by
+    assert list(section_hashes({stored.path: stored})) == note_hashes(note)  # the compaction's question
     assert stored.summary == note.summary and "_row" in vars(stored)  # the head answered: nothing decoded
     assert stored.frontmatter_valid and "_row" not in vars(stored)  # a default-valued field decodes it
     assert stored == note and note == stored and stored.to_dict() == note.to_dict()
     again = read_state(path)["notes"][note.path]
     assert again.to_dict() == note.to_dict() and again.links == note.links and again.section_count == 2
+    assert note_hashes(again) == note_hashes(note)  # decoded, the same
 
 
 def test_a_state_saved_without_heads_is_read_whole_and_saved_whole(make_vault, fake_embedder):
