@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from compiler.core.derived_sqlite import connect_derived, connect_readonly
 from compiler.core.errors import full_disk_guard
+from compiler.core.space import is_disk_full
 
 if TYPE_CHECKING:  # a search imports this module: the note records stay out of it (tests/commands/test_read_only.py)
     from compiler.notes.records import Note, ResolvedLink
@@ -68,7 +69,7 @@ def save_graph(path: Path, notes: Mapping[str, Note], links: Sequence[ResolvedLi
         try:
             return _save(path, notes, links, neighbours, key, last_key, changed)
         except sqlite3.DatabaseError as error:
-            if isinstance(error, sqlite3.OperationalError) and "full" in str(error):
+            if is_disk_full(error, path):  # not a damaged file: full_disk_guard says so
                 raise
             for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):  # unreadable: made again
                 stale.unlink(missing_ok=True)

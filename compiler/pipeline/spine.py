@@ -157,8 +157,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     mark = render_mark(note_pages_key(env), settings.out, parsed.notes, scan.attachments)
     last_digest, digest = notes_digest(previous.notes), notes_digest(parsed.notes)
     graph_key, last_graph_key = f"{mark} {digest}", f"{previous.note_mark} {last_digest}"
-    # The same paths as the last build: a note not edited links where it did (compiler.notes.graph_store).
-    kept = stored_links(paths.graph, last_graph_key, parsed.changed) if previous.note_mark == mark else None
+    same_paths = previous.note_mark == mark  # then a note not edited links where it did (compiler.notes.graph_store)
+    kept = stored_links(paths.graph, last_graph_key, parsed.changed) if same_paths else None
     to_resolve = parsed.notes.values() if kept is None else [parsed.notes[p] for p in parsed.changed if p in parsed.notes]
     links, link_warnings = resolve_links(list(to_resolve), index=index, kept=kept or ())
     found = _sorted_warnings(parsed, [*scan.skipped, *link_warnings, *wiki_warnings])
@@ -170,7 +170,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     neighbours, last_neighbours = update_related(related_file(paths.graph), last_digest, parsed.notes, digest,
                                                  parsed.changed, vectors, settings)
     save_graph(paths.graph, parsed.notes, links, neighbours, graph_key, last_key=last_graph_key,
-               changed=graph_changes(previous.note_mark == mark, parsed.changed, neighbours, last_neighbours))
+               changed=graph_changes(same_paths, parsed.changed, neighbours, last_neighbours))
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
