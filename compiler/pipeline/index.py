@@ -63,15 +63,15 @@ class Embedded:
     count: int  # sections embedded in this run (the rest came from the cache)
 
 
-def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, tick: Callable[[int], None],
-                   moved_from: Mapping[str, Note] | None = None) -> Embedded:
+def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, tick: Callable[[int], None]) -> Embedded:
     """Returns a vector for every section of `notes`; only texts not in the cache are embedded.
 
-    A note in `moved_from` (renamed or moved, same bytes) keeps the vectors of its old self: its
-    title may come from the file name, and a rename alone re-embeds nothing.
+    A note moved to another folder embeds the same texts (the cache has them); a rename that
+    changes its title (the file name, when it has no other) embeds them again, since every
+    section's text starts with the title: `vsearch` finds the note by its new name.
     """
     ids = [f"{p}#{i}" for p in sorted(notes) for i in range(len(notes[p].sections))]
-    texts = section_texts(notes, moved_from)
+    texts = section_texts(notes)
     cache = EmbeddingCache(cache_file)
     tokens = TokenVectorCache(cache_file) if model.tokens else None
     try:
@@ -86,20 +86,17 @@ def embed_sections(cache_file: Path, notes: Mapping[str, Note], model: Model, ti
     return Embedded(dict(zip(ids, vectors)), count + embedded)
 
 
-def section_texts(notes: Mapping[str, Note], moved_from: Mapping[str, Note] | None = None) -> list[str]:
+def section_texts(notes: Mapping[str, Note]) -> list[str]:
     """Returns the embedded text of every section of `notes`, by path and ordinal."""
-    moved_from = moved_from or {}
-    return [section_text(_embedded_as(notes[p], moved_from.get(p)), i)
-            for p in sorted(notes) for i in range(len(notes[p].sections))]
+    return [section_text(notes[p], i) for p in sorted(notes) for i in range(len(notes[p].sections))]
 
 
-def section_hashes(notes: Mapping[str, Note], moved_from: Mapping[str, Note] | None = None) -> Iterator[str]:
-    """Yields `text_hash` of each of `section_texts(notes, moved_from)`: what the caches key them
+def section_hashes(notes: Mapping[str, Note]) -> Iterator[str]:
+    """Yields `text_hash` of each of `section_texts(notes)`: what the caches key them
     by. A note read back from the build state has them in its head (compiler.pipeline.state_store):
     its sections are not decoded for them."""
-    moved_from = moved_from or {}
     for path in sorted(notes):
-        yield from note_hashes(_embedded_as(notes[path], moved_from.get(path)))
+        yield from note_hashes(notes[path])
 
 
 def compact_token_vectors(cache_file: Path, model: Model, hashes: Iterable[str]) -> Usage | None:
@@ -125,16 +122,16 @@ class SectionVectors(Mapping[str, np.ndarray]):
     """
 
     def __init__(self, cache_file: Path, notes: Mapping[str, Note], stale: Collection[str], model: Model,
-                 tick: Callable[[int], None], moved_from: Mapping[str, Note] | None = None) -> None:
-        self._args = cache_file, notes, model, moved_from
-        first = embed_sections(cache_file, {p: notes[p] for p in stale if p in notes}, model, tick, moved_from)
+                 tick: Callable[[int], None]) -> None:
+        self._args = cache_file, notes, model
+        first = embed_sections(cache_file, {p: notes[p] for p in stale if p in notes}, model, tick)
         self._vectors, self.embedded = first.vectors, first.count  # embedded: texts embedded, not cached
         self._complete = len(first.vectors) == sum(n.section_count for n in notes.values())
 
     def _everything(self) -> dict[str, np.ndarray]:
         if not self._complete:
-            cache_file, notes, model, moved_from = self._args
-            rest = embed_sections(cache_file, notes, model, lambda _: None, moved_from)
+            cache_file, notes, model = self._args
+            rest = embed_sections(cache_file, notes, model, lambda _: None)
             self._vectors, self.embedded, self._complete = rest.vectors, self.embedded + rest.count, True
         return self._vectors
 
@@ -147,11 +144,6 @@ class SectionVectors(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._everything())
-
-
-def _embedded_as(note: Note, old: Note | None) -> Note:
-    """Returns the note whose section texts stand for `note`'s vectors: its old self after a move."""
-    return old if old is not None and len(old.sections) == len(note.sections) else note
 
 
 def update_indexes(paths: VaultPaths, chroma_url: str, parsed: Parsed, vectors: Mapping[str, np.ndarray], *,

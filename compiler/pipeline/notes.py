@@ -31,7 +31,7 @@ class Parsed:
 
     @property
     def renamed(self) -> int:
-        """Changed notes whose bytes match a removed one: nothing re-embedded."""
+        """Changed notes whose bytes match a removed one: moved or renamed."""
         return len(self.moved_from)
 
     @property

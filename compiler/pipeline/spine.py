@@ -59,7 +59,7 @@ class BuildReport:
     sections: int
     changed: list[str]  # notes parsed in this run (new or edited)
     removed: list[str]
-    renamed: int  # changed notes whose bytes match a removed one: nothing re-embedded
+    renamed: int  # changed notes whose bytes match a removed one (a move or a rename)
     embedded: int  # sections embedded in this run
     written: list[str]  # vault-relative paths of pages written
     deleted: list[str]
@@ -165,7 +165,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     _tell(warn, found)
     stale = sorted(parsed.notes) if reason else parsed.changed  # the notes whose vectors are read now
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
-        vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick, parsed.moved_from)
+        vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick)
     update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
     neighbours, last_neighbours = update_related(related_file(paths.graph), last_digest, parsed.notes, digest,
                                                  parsed.changed, vectors, settings)
@@ -180,7 +180,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         when read: a model without token vectors never reads it. A note of the last build gives
         its hashes from its head, not from its decoded sections (6 s at 100,000 notes)."""
         yield from section_hashes(parsed.notes)
-        yield from section_hashes(parsed.notes, parsed.moved_from)
+        yield from section_hashes(parsed.notes)
         yield from (text_hash(memory_text(o)) for o in memory.state.values() if o.live)
 
     token_file = compact_token_vectors(paths.embeddings, model, in_use())

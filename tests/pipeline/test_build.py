@@ -6,12 +6,15 @@ import dataclasses
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compiler.core.settings import Settings
 from compiler.notes.graph_store import read_graph
 from compiler.notes.scan import scan_vault
-from compiler.notes.search import keyword_search
+from compiler.index.flat import FlatStore
+from compiler.index.vectors import COLLECTION
+from compiler.notes.search import keyword_search, vector_search
 from compiler.pipeline.index import choose_model, embed_sections, update_indexes
 from compiler.pipeline.notes import parse_notes
 from compiler.pipeline.spine import compile_vault
@@ -207,15 +210,24 @@ def test_index_rebuilds_whole_when_told_full(make_vault, fake_embedder):
     assert keyword_search(vault, "Zebras")[0]["file"] == "Lonely.md"
 
 
-def test_rename_of_a_note_titled_by_its_file_name_reembeds_nothing_and_says_moved(make_vault, fake_embedder):
+def test_a_move_keeps_its_vectors_and_a_rename_that_changes_the_title_embeds_it_again(make_vault, fake_embedder):
     # No H1 and no frontmatter title: the title (which every embedded section text starts with) is the file name.
     vault = make_vault({**NOTES, "Ideas/rough idea.md": "Sketch of the queue.\n\n## Risks\n\nBackpressure.\n\n"
                                                        "## Plan\n\nShard by tenant.\n"})
     compile_vault(vault, Settings(), embedder=fake_embedder)
     (vault / "Archive").mkdir()
-    (vault / "Ideas/rough idea.md").rename(vault / "Archive/polished idea.md")
+    (vault / "Ideas/rough idea.md").rename(vault / "Archive/rough idea.md")  # another folder, the same title
     texts = fake_embedder.texts
     report = compile_vault(vault, Settings(), embedder=fake_embedder)
     assert (report.renamed, report.embedded, fake_embedder.texts) == (1, 0, texts)
     assert " · 0 changed · 1 moved · 0 sections embedded · " in report.summary()
-    assert keyword_search(vault, "Backpressure")[0]["file"] == "Archive/polished idea.md"
+
+    (vault / "Archive/rough idea.md").rename(vault / "Archive/polished tenant sharding.md")
+    report = compile_vault(vault, Settings(), embedder=fake_embedder)
+    assert (report.renamed, report.embedded) == (1, 3)  # each section's text starts with the new title
+    assert keyword_search(vault, "Backpressure")[0]["file"] == "Archive/polished tenant sharding.md"
+    hits = vector_search(vault, "polished tenant sharding", 3, embedder=fake_embedder)
+    assert hits[0]["file"] == "Archive/polished tenant sharding.md"
+    stored = FlatStore(vault / ".engram" / "cache", COLLECTION).vectors(["Archive/polished tenant sharding.md#1"])
+    expected = fake_embedder.embed(["polished tenant sharding\n## Risks\n\nBackpressure."])[0]
+    assert np.allclose(stored["Archive/polished tenant sharding.md#1"], expected)
