@@ -169,7 +169,7 @@ def recall_command(query: tuple[str, ...], limit: int, project: str, category: s
     hits = _memory_call(vault, now, lambda m: recall(m, " ".join(query), limit, project=project,
                                                      category=category, reinforce=not no_reinforce))
     _print(hits, as_json, lambda hs: "\n".join(f"{h['score']:.2f}  {h['id']}  [{h['project']}/{h['category']}] "
-                                                f"{h['title']}" for h in hs) or "no memories")
+                                                f"{h['title']}{'  (archived)' if h['archived'] else ''}" for h in hs) or "no memories")
 
 
 @click.group("track")

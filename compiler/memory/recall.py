@@ -88,10 +88,10 @@ def recall(vault: VaultMemory, query: str, n: int = 5, *, project: str = "", cat
     # ModelLoadError naming the cause here, rather than an empty vault answering [] as if all were well.
     vault.embedder()
     memories = searchable_memories(vault)
-    if not memories.live:
+    if not memories.live and not any(True for _ in memories.recallable):
         return []
     now = vault.now()
-    scope = Scope(memories.live, project, category, memory_type)
+    scope = Scope(memories.recallable, project, category, memory_type)
     relevance = Relevance(vault, memories, query)
     cosines, keyword = candidates(vault, relevance, query, scope)
     weigh = Weigh(now, query_span(query, now), asks_when(query))
@@ -100,7 +100,7 @@ def recall(vault: VaultMemory, query: str, n: int = 5, *, project: str = "", cat
     ranked = rank(scores, n)
     if reinforce:
         record_recalls(vault, ranked, now)
-    return [_hit(scope.live[i], scores[i], relevance, keyword.get(i, 0.0), now) for i in ranked]
+    return [_hit(scope.live[i], scores[i], relevance, keyword.get(i, 0.0), now, i not in memories.live) for i in ranked]
 
 
 def searchable_memories(vault: VaultMemory) -> Memories:
@@ -114,7 +114,8 @@ def searchable_memories(vault: VaultMemory) -> Memories:
 
 @dataclass(frozen=True)
 class Scope:
-    """Which live memories a recall may return: of a project, a category, a type (empty: any)."""
+    """Which memories a recall may return (`Memories.recallable`, archived ones too): of a project,
+    a category, a type (empty: any)."""
 
     live: Mapping[str, Observation]
     project: str = ""
@@ -203,7 +204,7 @@ class Relevance:
     cosine of sentence vectors. Both are kept for the hit's report."""
 
     def __init__(self, vault: VaultMemory, memories: Memories, query: str) -> None:
-        self._vault, self._memories, self._live = vault, memories, memories.live
+        self._vault, self._memories, self._live = vault, memories, memories.recallable
         embedder = vault.embedder()
         self._query = np.zeros((0, 0), dtype=np.float32)
         if late_interaction.supports(embedder):
@@ -290,12 +291,13 @@ def _graph_bonus(scores: Mapping[str, float], graph: Mapping[str, Mapping[str, f
     return bonus, seeds
 
 
-def _hit(obs: Observation, score: float, relevance: Relevance, bm25: float, now: datetime) -> dict[str, Any]:
+def _hit(obs: Observation, score: float, relevance: Relevance, bm25: float, now: datetime,
+         archived: bool) -> dict[str, Any]:
     """Returns what recall answers per memory: the memory, its score and the parts of the score."""
     cosine, match = relevance.cosines.get(obs.id, 0.0), relevance.matches[obs.id]
     return {"id": obs.id, "title": obs.title, "content": obs.content, "project": obs.project,
             "category": obs.category, "kind": obs.kind, "type": obs.type, "score": round(score, 4),
             "cosine": round(cosine, 4), "match": round(match, 4), "bm25": round(bm25, 4),
-            "strength": round(obs.strength(now), 4),
+            "strength": round(obs.strength(now), 4), "archived": archived,
             "recall_count": obs.recall_count, "created_at": obs.created_at, "sources": list(obs.sources),
             "fields": obs.fields}

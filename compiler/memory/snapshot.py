@@ -251,6 +251,13 @@ class Memories:
         return self._memo("indexed", lambda: {i: o for i, o in self.state.items() if o.live})
 
     @property
+    def recallable(self) -> Mapping[str, Observation]:
+        """The memories recall may return: every one not forgotten or consolidated, archived ones
+        too (a faded memory the query matches is what the user needs; recalling it revives it),
+        decided per memory on lookup."""
+        return self._memo("recallable", lambda: LiveView(self.state))
+
+    @property
     def live(self) -> Mapping[str, Observation]:
         """The live memories not archived at `now` (to the minute: the archive changes over days),
         decided per memory on lookup (`Unarchived`: a recall looks up its candidates only)."""

@@ -175,6 +175,34 @@ def test_recall_reinforces_what_it_returns(vault, fake_embedder):
         assert state_of(memories)[saved["id"]].recall_count == 1
 
 
+def test_an_archived_memory_is_still_recalled_and_recalling_it_revives_it(vault, fake_embedder):
+    later = NOW + timedelta(days=120)  # importance 0.2, never recalled: long under the archive line
+    with open_memory(vault, fake_embedder) as memories:
+        faded = store_memory(memories, MemoryInput("The office plant needs water on Mondays", project="ops",
+                                                   importance=0.2))
+    with open_memory(vault, fake_embedder, now=later) as memories:
+        assert faded["id"] in archived(state_of(memories), later)
+        fresh = store_memory(memories, MemoryInput("The office printer needs toner on Mondays", project="ops",
+                                                   importance=0.2))
+        hits = recall(memories, "office plant water", project="ops")
+        assert [h["id"] for h in hits][:1] == [faded["id"]]  # archived, never lost: the query names it
+        assert hits[0]["archived"] is True and hits[0]["strength"] < 0.05
+        assert all(h["archived"] is False for h in hits if h["id"] == fresh["id"])
+        assert faded["id"] not in archived(state_of(memories), later)  # the recall revived it
+        again = recall(memories, "office plant water", project="ops", reinforce=False)
+        assert again[0]["id"] == faded["id"] and again[0]["archived"] is False
+
+
+def test_of_two_equal_matches_the_live_memory_outranks_the_archived_one(vault, fake_embedder):
+    later = NOW + timedelta(days=120)
+    with open_memory(vault, fake_embedder) as memories:
+        old = store_memory(memories, MemoryInput("Rotate the staging TLS certificate", project="ops", importance=0.2))
+    with open_memory(vault, fake_embedder, now=later) as memories:
+        new = store_memory(memories, MemoryInput("Rotate the staging TLS certificate", project="web", importance=0.2))
+        hits = recall(memories, "rotate staging TLS certificate", reinforce=False)
+    assert [(h["id"], h["archived"]) for h in hits] == [(new["id"], False), (old["id"], True)]
+
+
 def test_weak_memories_are_archived_unless_a_strong_neighbour_protects_them(vault, fake_embedder):
     later = NOW + timedelta(days=40)  # the strong one is still ≥ 0.30, the weak ones < 0.05
     with open_memory(vault, fake_embedder, associate_min=0.3) as memories:
