@@ -7,8 +7,10 @@ hand it down as a value. Nothing here is invalidated by a caller: a snapshot nev
 `EventSet.key` (count, last id; events are only ever added): the fold applies just the events
 added since the last read and is skipped while the key is unchanged, and what is derived from
 the fold (live, neighbours, associations) is reused while the key and the minute stay the same.
-Those are decided per memory on lookup (a cold recall looks up its candidates, not the store)
-and completed into whole views when a handle reads the same events again (`Memories.settle`).
+Those are decided per memory on lookup (a recall looks up its candidates, not the store), and
+the decisions are kept for the next read of the same events in the same minute. They are never
+completed into whole views on a call's path: that cost one call a minute O(store) (2.5 s at
+136,000 memories) and made the warm recalls after it no cheaper (benchmarks/README.md).
 
 A new handle (every CLI command) starts from the fold checkpoint (`compiler.memory.checkpoint`):
 it reads and folds only the journal after the checkpoint's mark. Its `EventSet.events` is then
@@ -266,10 +268,6 @@ class Memories:
     def neighbours_of(self, ids: Iterable[str]) -> dict[str, tuple[list[str], list[str]]]:
         """The conversational neighbours of `ids` (see `conversation_neighbours`), looked up
         through the fold's followers; archived memories count, as in the keyword index."""
-        whole = self._derived.get("neighbours")
-        if whole is not None:
-            return {i: whole[i] for i in dict.fromkeys(ids) if i in whole}
-        self._derived.setdefault("neighbours", None)  # asked for: `settle` computes them all
         return conversation_neighbours(LiveView(self.state), ids, self.lookups.followers)
 
     @property
@@ -277,18 +275,6 @@ class Memories:
         """The association links among the live, unarchived memories (see `association_graph`),
         per memory on lookup (`Associations`)."""
         return self._memo("associations", lambda: Associations(self.live, self.lookups.linked_from))
-
-    def settle(self) -> None:
-        """Completes the derived views asked for so far. Per memory they cost nothing to start
-        (a cold command) but something on every lookup, and a handle that reads the same events
-        in the same minute again (a long-lived server) looks up thousands a call: for it the
-        whole views, computed once, are cheaper."""
-        derived = self._derived
-        for name in ("live", "associations"):  # in this order: the associations read the live set
-            if name in derived and not isinstance(derived[name], MappingProxyType):
-                derived[name] = MappingProxyType(derived[name].whole())  # a plain dict's lookups: no Python call each
-        if "neighbours" in derived and derived["neighbours"] is None:
-            derived["neighbours"] = MappingProxyType(conversation_neighbours(self.indexed))
 
     def _memo(self, name: str, build: Callable[[], Any]) -> Any:
         if name not in self._derived:
@@ -334,10 +320,7 @@ class Snapshots:
         derived: dict[str, Any] = last[2] if same and last else {}
         self._derived = (events.key, _minute(now), derived)
         # A view, not a copy: the fold copies it out only if it is still held when the fold changes.
-        memories = Memories(events, self._fold.view(), now, derived, self._fold.lookups)
-        if same:
-            memories.settle()  # read again with nothing new: a long-lived handle
-        return memories
+        return Memories(events, self._fold.view(), now, derived, self._fold.lookups)
 
     def _read_events(self, engram_dir: Path) -> EventSet:
         """Returns the events on disk, continuing the checkpoint when it still holds."""
