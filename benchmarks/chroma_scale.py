@@ -28,13 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -45,38 +42,13 @@ sys.path.insert(0, str(ROOT))
 
 from compiler.index.flat import FlatStore  # noqa: E402
 from compiler.index.vector_index import open_vectors  # noqa: E402
+from tests.chroma_run import CHROMA, ChromaDidNotStart, chroma_server  # noqa: E402
 
 DIM = 384
 TOPICS = 2000
 NEAREST = 30  # compiler.memory.write.NEAREST: a write's nearest search
 CANDIDATES = 60  # compiler.memory.recall.POOL × 2: a recall's nearest vectors
 BATCH = 5000  # rows added per call while filling
-CHROMA = Path(sys.executable).parent / "chroma"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
-    """Starts `chroma run` with its data in `folder`; returns the process and its URL once it answers."""
-    if not CHROMA.is_file():
-        raise SystemExit(f"the chroma CLI is not installed next to {sys.executable} (make install)")
-    port = free_port()
-    log = (folder / "server.log").open("w")
-    server = subprocess.Popen([str(CHROMA), "run", "--path", str(folder / "data"), "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).read()
-            return server, f"http://127.0.0.1:{port}/bench"
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"chroma run did not start: {(folder / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.2)
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -155,35 +127,34 @@ def folder_mb(folder: Path) -> float:
 
 
 def run(sizes: list[int], projects: int, calls: int) -> dict[str, Any]:
+    if not CHROMA.is_file():
+        raise SystemExit(f"the chroma CLI is not installed next to {sys.executable} (make install)")
     work = Path(tempfile.mkdtemp(prefix="engram-chroma-scale-"))
-    process, url = start_server(work)
     try:
-        flat, server = FlatStore(work / "flat", "memories"), open_vectors(work / "cache", url, "memories")
-        rows, filled, figures = Rows(projects), 0, []
-        fill_seconds = {"flat": 0.0, "server": 0.0}
-        for size in sorted(sizes):
-            while filled < size:
-                count = min(BATCH, size - filled)
-                ids, vectors, metadatas = rows.next(filled, count)
-                for name, store in (("flat", flat), ("server", server)):
-                    began = time.perf_counter()
-                    store.add(ids, vectors, ["text"] * count, metadatas)
-                    fill_seconds[name] += time.perf_counter() - began
-                filled += count
-                print(f"  {filled:,} rows", file=sys.stderr, flush=True)
-            figure = {"rows": size, **measure(flat, server, rows, size, calls, filled),
-                      "fill_rows_per_second": {name: round(filled / s) for name, s in fill_seconds.items()},
-                      "server_peak_rss_mb": peak_rss_mb(process.pid),
-                      "server_data_mb": folder_mb(work / "data"), "flat_data_mb": folder_mb(work / "flat")}
-            figures.append(figure)
-            print(f"measured at {size:,}", file=sys.stderr, flush=True)
-        flat.close()
+        with chroma_server(work) as (url, pid):
+            flat, server = FlatStore(work / "flat", "memories"), open_vectors(work / "cache", f"{url}/bench", "memories")
+            rows, filled, figures = Rows(projects), 0, []
+            fill_seconds = {"flat": 0.0, "server": 0.0}
+            for size in sorted(sizes):
+                while filled < size:
+                    count = min(BATCH, size - filled)
+                    ids, vectors, metadatas = rows.next(filled, count)
+                    for name, store in (("flat", flat), ("server", server)):
+                        began = time.perf_counter()
+                        store.add(ids, vectors, ["text"] * count, metadatas)
+                        fill_seconds[name] += time.perf_counter() - began
+                    filled += count
+                    print(f"  {filled:,} rows", file=sys.stderr, flush=True)
+                figure = {"rows": size, **measure(flat, server, rows, size, calls, filled),
+                          "fill_rows_per_second": {name: round(filled / s) for name, s in fill_seconds.items()},
+                          "server_peak_rss_mb": peak_rss_mb(pid),
+                          "server_data_mb": folder_mb(work / "data"), "flat_data_mb": folder_mb(work / "flat")}
+                figures.append(figure)
+                print(f"measured at {size:,}", file=sys.stderr, flush=True)
+            flat.close()
+    except ChromaDidNotStart as error:
+        raise SystemExit(f"chroma run did not start: {error}") from None
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
         shutil.rmtree(work, ignore_errors=True)
     return {"projects": projects, "calls": calls, "sizes": figures}
 

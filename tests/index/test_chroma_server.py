@@ -8,11 +8,6 @@ from the test itself and is stopped at the end.
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,49 +21,24 @@ from compiler.memory.vault import VaultMemory
 from compiler.memory.write import store_memory
 from compiler.notes.search import Filters, hybrid_search, vector_search
 from compiler.pipeline.spine import compile_vault
+from tests.chroma_run import CHROMA, ChromaDidNotStart, chroma_server
 from tests.conftest import EXAMPLE_VAULT
 
 pytestmark = pytest.mark.integration
-CHROMA = Path(sys.executable).parent / "chroma"
 QUERIES = ["how do we roll back a deploy?", "webhook retries after the outage", "postgres autovacuum tuning",
            "objetivos del trimestre", "feature flags"]
 NOW = "2026-11-30 12:00:00"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def chroma_url(tmp_path_factory) -> Iterator[str]:
     if not CHROMA.is_file():
         pytest.skip("the chroma CLI is not installed")
-    port = free_port()
-    folder = tmp_path_factory.mktemp("chroma-server")
-    log = (folder / "server.log").open("w")
-    server = subprocess.Popen([str(CHROMA), "run", "--path", str(folder / "data"), "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).read()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"chroma run did not start: {(folder / 'server.log').read_text()[-2000:]}")
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+        with chroma_server(tmp_path_factory.mktemp("chroma-server")) as (url, _):
+            yield url
+    except ChromaDidNotStart as error:
+        pytest.fail(f"chroma run did not start: {error}")
 
 
 @pytest.fixture(scope="module")
