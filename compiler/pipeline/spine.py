@@ -123,7 +123,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.memory.index import memory_text
     from compiler.notes.links import resolve_links, vault_index
     from compiler.notes.graph_store import save_graph, stored_links
-    from compiler.pipeline.graph import graph_changes, notes_digest, related_file, update_related
+    from compiler.pipeline.graph import every_list, graph_changes, notes_digest, update_related
+    from compiler.pipeline.related_store import related_store
     from compiler.pipeline.index import (
         SectionVectors,
         choose_model,
@@ -167,10 +168,12 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
         vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick, parsed.moved_from)
     update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
-    neighbours, last_neighbours = update_related(related_file(paths.graph), last_digest, parsed.notes, digest,
-                                                 parsed.changed, vectors, settings)
-    save_graph(paths.graph, parsed.notes, links, neighbours, graph_key, last_key=last_graph_key,
-               changed=graph_changes(same_paths, parsed.changed, neighbours, last_neighbours))
+    related = update_related(related_store(paths.graph), last_digest, parsed.notes, digest, parsed.changed, vectors,
+                             settings)
+    changes = graph_changes(same_paths, parsed.changed, related)
+    # Every note's related list is read when every edge is written (and every page digested); else those asked for.
+    neighbours = related.neighbours if changes is not None else every_list(related.neighbours)
+    save_graph(paths.graph, parsed.notes, links, neighbours, graph_key, last_key=last_graph_key, changed=changes)
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
@@ -191,7 +194,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
                      settings.catalog_split)
     unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
     moved = notes_to_digest(previous.note_mark, mark, previous.notes, parsed.notes, parsed.changed, links, index,
-                            neighbours, last_neighbours)
+                            related.changed, related.holding)
     notes_pages = render_changed_note_pages(view, env, settings.out, unchanged, moved,
                                             {p: r[0] for p, r in previous.note_renders.items()})
     pages = {**notes_pages.pages, **memory.pages}

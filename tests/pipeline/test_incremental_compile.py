@@ -79,8 +79,9 @@ def test_a_damaged_or_stale_related_cache_is_computed_again(make_vault):
     vault = make_vault({f"{name}.md": note_text(rng, names) for name in names})
     settings = Settings(related_min_cosine=0.1, related_max=2)
     compile_vault(vault, settings, embedder=FakeEmbedder())
-    cache = vault / ".engram/cache/related.npz"
-    for damage in (b"not a zip", cache.read_bytes()[:100]):
+    cache = vault / ".engram/cache/related.sqlite"
+    stale = cache.read_bytes()  # the store of an earlier build: its key names other notes
+    for damage in (b"not a database", cache.read_bytes()[:100], cache.read_bytes()[:5000], stale):
         (vault / "N1.md").write_text(note_text(rng, names))
         cache.write_bytes(damage)
         compile_vault(vault, settings, embedder=FakeEmbedder())
