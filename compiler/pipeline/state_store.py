@@ -69,8 +69,9 @@ def read_state(path: Path) -> dict[str, Any]:
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         found: dict[str, Any] = {part: {} for part in PARTS}
         found.update(db.execute("SELECT key, value FROM meta"))
-        for part, key, text in db.execute("SELECT part, key, value FROM entries WHERE part != 'notes'"):
-            found[part][key] = PARTS[part][1](key, text)
+        for part in PARTS:
+            if part != "notes":
+                found[part] = _decoded_part(part, db.execute("SELECT key, value FROM entries WHERE part = ?", (part,)))
         keys = [key for (key,) in db.execute("SELECT key FROM entries WHERE part = 'notes'")]
     found["memory_mark"] = json.loads(found.get("memory_mark", "{}"))
     heads = {p: head for p, head in found.pop("heads").items() if len(head) == len(HEAD)}
@@ -84,6 +85,23 @@ def read_state(path: Path) -> dict[str, Any]:
         source = NoteRows(path)
         found["notes"] = {p: StoredNote(p, source, heads[p]) for p in keys}
     return found
+
+
+def _decoded_part(part: str, rows: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Returns {key: value} of one part's rows. The JSON parts are parsed in one call, as one array:
+    100,000 calls of `json.loads` (the file stamps, the notes' heads) cost a second more."""
+    if part not in ("files", "heads"):
+        return {key: PARTS[part][1](key, text) for key, text in rows}
+    keys, texts = [], []
+    for key, text in rows:
+        keys.append(key)
+        texts.append(text)
+    values = json.loads(f"[{','.join(texts)}]")
+    if len(values) != len(keys) or not all(isinstance(v, list) for v in values):  # a damaged row: unreadable
+        raise ValueError(f"the build state's {part} rows do not decode one value each")
+    if part == "heads":
+        return dict(zip(keys, values))
+    return {key: FileStamp(key, *value) for key, value in zip(keys, values)}
 
 
 class NoteRows:
