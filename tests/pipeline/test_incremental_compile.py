@@ -7,6 +7,8 @@ import random
 import shutil
 from pathlib import Path
 
+import pytest
+
 from compiler.core.settings import Settings
 from compiler.notes.graph_store import read_graph
 from compiler.pipeline.spine import compile_vault
@@ -126,3 +128,32 @@ def test_an_edit_that_adds_a_heading_rewrites_only_that_note_in_the_indexes(make
     compile_vault(fresh, Settings(), embedder=FakeEmbedder())
     assert index_rows(vault) == index_rows(fresh)
     assert any("Honey" in body for _, _, body in index_rows(vault)[0])
+
+
+def test_an_edit_takes_the_pages_stats_from_the_no_op_check_and_records_what_the_disk_holds(make_vault, monkeypatch):
+    import compiler.core.files as files
+    import compiler.pipeline.memory_pages as memory_pages
+
+    rng = random.Random(3)
+    names = [f"N{i}" for i in range(20)]
+    vault = make_vault({f"{'sub/' if i % 2 else ''}{name}.md": note_text(rng, names) for i, name in enumerate(names)})
+    settings = Settings(related_min_cosine=0.2, related_max=3)
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    (vault / "_engram/backlinks/N0.links.md").write_text("---\ngenerated_by: engram\n---\nedited by hand\n")
+    (vault / "_engram/stale.md").write_text("---\ngenerated_by: engram\n---\nno note makes this page\n")
+    stamped: list[str] = []
+    original = memory_pages.page_stamp
+    monkeypatch.setattr(memory_pages, "page_stamp", lambda path: stamped.append(str(path)) or original(path))
+    monkeypatch.setattr(files, "_generated_candidates", lambda root: pytest.fail("the output folder walked again"))
+    (vault / "sub/N1.md").write_text(note_text(rng, names) + "\nAn edit. [[N2]]\n")
+    report = compile_vault(vault, settings, embedder=FakeEmbedder())
+    assert "_engram/backlinks/N0.links.md" in report.written and report.deleted == ["_engram/stale.md"]
+    assert len(stamped) == len(report.written)  # the pages written, for the record; no other page stat'ed
+    again = compile_vault(vault, settings, embedder=FakeEmbedder())  # the record holds the pages as written
+    assert again.written == [] and again.changed == [] and again.memories["maintenance"].get("unchanged")
+    monkeypatch.undo()  # a compile without a record walks the output folder
+    fresh = vault.parent / "fresh-listing"
+    shutil.copytree(vault, fresh)
+    shutil.rmtree(fresh / ".engram" / "cache")
+    compile_vault(fresh, settings, embedder=FakeEmbedder())
+    assert outputs(fresh) == outputs(vault)
