@@ -157,3 +157,23 @@ def test_an_edit_takes_the_pages_stats_from_the_no_op_check_and_records_what_the
     shutil.rmtree(fresh / ".engram" / "cache")
     compile_vault(fresh, settings, embedder=FakeEmbedder())
     assert outputs(fresh) == outputs(vault)
+
+
+def test_the_output_listing_after_writes_is_a_fresh_listing(tmp_path):
+    from compiler.pipeline.inputs import OutputListing, _tree_stats
+
+    rng = random.Random(1)
+    for name in [f"{rng.choice(['a', 'b', 'a/c', 'z'])}/p{i}.md" for i in range(60)] + ["top.md", "a.md", "a b.md"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    for trial in range(10):
+        listing = OutputListing(tuple(_tree_stats(tmp_path, caches=True)), frozenset())
+        existing = [p for p, *_ in listing.rows]
+        deleted = rng.sample(existing, 3)
+        for page in deleted:
+            (tmp_path / page).unlink()
+        written = rng.sample([p for p in existing if p not in deleted], 3) + [f"new{trial}/x.md", f"a/new{trial}.md"]
+        for page in written:
+            (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / page).write_text("changed" * trial)
+        assert listing.after_writes(tmp_path, written, deleted) == _tree_stats(tmp_path, caches=True), trial
