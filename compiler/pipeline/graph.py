@@ -1,33 +1,40 @@
 """Compile stage graph: each note's related notes by meaning, and which notes' edges the graph
 store (`compiler.notes.graph_store`: links, tags and related edges) must write again.
 
-The related notes need every note's mean vector. `related.npz` beside `graph.sqlite` keeps them
-(scaled to length 1) with the neighbour lists of the build that wrote it, so after an edit only
-the edited notes' means are computed and only the lists they can change are looked at again
-(`compiler.notes.graph.updated_neighbours`, exact). The file names the notes it was made for (a
-digest of their paths and hashes): one that does not match the last build's notes is not used.
+The related notes need every note's mean vector. `related.sqlite` beside `graph.sqlite`
+(`compiler.pipeline.related_store`) keeps them (scaled to length 1) with the lists of the build
+that wrote it, a row per note, so after an edit only the edited notes' means are computed and only
+the lists they can change are read, computed again and written (exact: `update_related`). The store
+names the notes it was made for (a digest of their paths and hashes): one that does not match the
+last build's notes is not used.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import zipfile
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from compiler.core.files import atomic_write
 from compiler.core.settings import Settings
 from compiler.notes.graph import (
     Neighbours,
+    cosines,
+    neighbours_of,
     semantic_neighbours,
     unit_matrix,
-    updated_neighbours,
 )
 from compiler.notes.records import Note
+from compiler.pipeline.related_store import (
+    RelatedLists,
+    holders,
+    load_lists,
+    load_means,
+    save_related,
+)
 
 
 def related_notes(notes: Mapping[str, Note], vectors: Mapping[str, np.ndarray], settings: Settings) -> Neighbours:
@@ -45,84 +52,110 @@ def notes_digest(notes: Mapping[str, Note]) -> str:
     return hashlib.sha256(repr(sorted((p, n.sha256) for p, n in notes.items())).encode("utf-8")).hexdigest()
 
 
-def related_file(graph: Path) -> Path:
-    return graph.with_name("related.npz")
+@dataclass(frozen=True)
+class Related:
+    """The related notes of a build, and how they differ from the last build's."""
+
+    neighbours: Mapping[str, Sequence[tuple[str, float]]]  # every note's list (compiler.pipeline.related_store.RelatedLists)
+    # the notes whose list differs from the last build's (those gone too); None when the store held
+    # no lists of the last build's notes to compare with (every list was computed)
+    changed: set[str] | None
+    holding: set[str]  # the notes whose list holds a note that got a new mean (edited, new, renamed)
 
 
-def update_related(cache: Path, last_digest: str, notes: Mapping[str, Note], digest: str, moved: Collection[str],
-                   vectors: Mapping[str, np.ndarray], settings: Settings) -> tuple[Neighbours, Neighbours | None]:
-    """Returns (`related_notes(notes, vectors, settings)`, the neighbours of the last build's notes
-    as `cache` held them, None when it held none), reading only the vectors of the `moved`
-    notes (edited, new, renamed) when `cache` holds the means of the last build's notes (named by
-    `last_digest`, `notes_digest` of them; `digest` names `notes`); then saves the cache for the next build."""
-    saved = _load(cache, last_digest, settings)
+def update_related(store: Path, last_digest: str, notes: Mapping[str, Note], digest: str, moved: Collection[str],
+                   vectors: Mapping[str, np.ndarray], settings: Settings) -> Related:
+    """Returns the related notes of `notes` (`related_notes(notes, vectors, settings)`, exact),
+    reading only the vectors of the `moved` notes (edited, new, renamed) when `store` holds the
+    means of the last build's notes (named by `last_digest`, `notes_digest` of them; `digest`
+    names `notes`), and only the stored lists that can change; then brings the store up to date.
+
+    A list changes only when its note moved, it held a note that moved or is gone (computed again
+    in full: that note may have fallen out, letting in one not kept), or a moved note's cosine with
+    its note reaches its floor (merged: every cosine it holds is as it was). The moved rows'
+    cosines come from the moved rows (the product is symmetric): as `updated_neighbours`."""
     paths = sorted(p for p, n in notes.items() if n.section_count)
-    old_neighbours = None
+    saved = load_means(store, _key(last_digest, settings))
     if saved is None:
-        means = {p: note_mean(notes[p], vectors) for p in paths}
-        neighbours = semantic_neighbours(means, settings.related_min_cosine, settings.related_max)
-        matrix = unit_matrix([means[p] for p in paths], 0)
-    else:
-        old_paths, old_matrix, old_neighbours = saved
-        old_rows = {p: i for i, p in enumerate(old_paths)}
-        moved = {p for p in paths if p in moved or p not in old_rows}
-        rows = [unit_matrix([note_mean(notes[p], vectors)], 0)[0] if p in moved else old_matrix[old_rows[p]]
-                for p in paths]
-        matrix = np.vstack(rows) if rows else old_matrix[:0]
-        gone = set(old_paths) - set(paths)
-        neighbours = updated_neighbours(old_neighbours, paths, matrix, moved | gone, settings.related_min_cosine,
-                                        settings.related_max)
-    _save(cache, digest, settings, paths, matrix, neighbours)
-    return neighbours, old_neighbours
+        return _all_related(store, notes, paths, digest, vectors, settings)
+    old_paths, old_matrix, old_floors = saved
+    old_rows = {p: i for i, p in enumerate(old_paths)}
+    rows = {p: i for i, p in enumerate(paths)}
+    moved = {p for p in paths if p in moved or p not in old_rows}
+    gone = [p for p in old_paths if p not in rows]
+    matrix = _matrix(rows, old_rows, old_matrix, {p: note_mean(notes[p], vectors) for p in moved})
+    floors = old_floors[[old_rows.get(p, 0) for p in paths]] if len(old_paths) else np.zeros(len(paths), np.float32)
+    again = moved | (holders(store, moved | set(gone)) & rows.keys())
+    lists = neighbours_of((rows[p] for p in again), paths, matrix, settings.related_min_cosine, settings.related_max)
+    fresh = sorted(rows[p] for p in moved)
+    offers: dict[str, list[tuple[str, float]]] = {}
+    if fresh:
+        sims = cosines(matrix[fresh], matrix)
+        reach = (sims >= floors[None, :]).any(axis=0)
+        reach[[rows[p] for p in again]] = False
+        for i in np.flatnonzero(reach).tolist():
+            offers[paths[i]] = [(paths[j], float(sims[k, i])) for k, j in enumerate(fresh)
+                                if sims[k, i] >= settings.related_min_cosine]
+    before = load_lists(store, again | offers.keys())
+    for path, offered in offers.items():
+        lists[path] = sorted([*before.get(path, []), *offered], key=lambda near: (-near[1], near[0]))[:settings.related_max]
+    changed = {p for p, near in lists.items() if near != before.get(p, [])}
+    save_related(store, _key(digest, settings), matrix, rows, {p: lists[p] for p in changed | moved},
+                 {p: _floor(lists[p], settings) for p in changed | moved}, means=moved, gone=gone, whole=False)
+    holding = {p for p, near in lists.items() if any(other in moved for other, _ in near)}
+    return Related(RelatedLists(store, paths, lists), changed | set(gone), holding)
 
 
-def graph_changes(same_paths: bool, edited: Collection[str], neighbours: Neighbours,
-                  last_neighbours: Neighbours | None) -> set[str] | None:
+def _all_related(store: Path, notes: Mapping[str, Note], paths: Sequence[str], digest: str,
+                 vectors: Mapping[str, np.ndarray], settings: Settings) -> Related:
+    """Computes every list (no usable store) and writes the store whole."""
+    means = {p: note_mean(notes[p], vectors) for p in paths}
+    neighbours = semantic_neighbours(means, settings.related_min_cosine, settings.related_max)
+    matrix = unit_matrix([means[p] for p in paths], 0)
+    rows = {p: i for i, p in enumerate(paths)}
+    save_related(store, _key(digest, settings), matrix, rows, neighbours,
+                 {p: _floor(near, settings) for p, near in neighbours.items()}, means=paths, gone=(), whole=True)
+    return Related(neighbours, None, set())
+
+
+def _matrix(rows: Mapping[str, int], old_rows: Mapping[str, int], old_matrix: np.ndarray,
+            means: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Returns the unit means of the notes at `rows` (path → row): the stored rows, but those of
+    `means` (computed now). The stored rows are the bytes a rebuild would compute."""
+    units = {p: unit_matrix([mean], 0)[0] for p, mean in means.items()}
+    if not rows:
+        return old_matrix[:0]
+    if len(old_matrix):
+        matrix = old_matrix[[old_rows.get(p, 0) for p in rows]]  # a copy: fancy indexing
+    else:  # the last build had no note with a section: every row is new
+        first = next(iter(units.values()))
+        matrix = np.zeros((len(rows), len(first)), first.dtype)
+    for path, unit in units.items():
+        matrix[rows[path]] = unit
+    return matrix
+
+
+def every_list(neighbours: Mapping[str, Sequence[tuple[str, float]]]) -> Mapping[str, Sequence[tuple[str, float]]]:
+    """Returns `neighbours` with every list in memory: the stored ones read in one pass, not one by one."""
+    return neighbours.whole() if isinstance(neighbours, RelatedLists) else neighbours
+
+
+def _floor(near: Sequence[tuple[str, float]], settings: Settings) -> float:
+    """The cosine a note must reach to enter a list: its last one when it is full, else the minimum."""
+    return near[-1][1] if len(near) >= settings.related_max and near else settings.related_min_cosine
+
+
+def graph_changes(same_paths: bool, edited: Collection[str], related: Related) -> set[str] | None:
     """Returns the notes whose edges may differ from the last build's graph, None for all of them.
 
     Every edge starts at a note. While the vault holds the same note and attachment paths
     (`same_paths`), the links of a note that was not edited resolve as they did, so its edges move
     only with its related list; any other change (a path added, removed or renamed, no related
     lists saved to compare with) may move any note's links."""
-    if not same_paths or last_neighbours is None:
+    if not same_paths or related.changed is None:
         return None
-    return set(edited) | {p for p in neighbours.keys() | last_neighbours.keys()
-                          if neighbours.get(p, ()) != last_neighbours.get(p, ())}
+    return set(edited) | related.changed
 
 
 def _key(digest: str, settings: Settings) -> str:
     return json.dumps([digest, settings.related_min_cosine, settings.related_max])
-
-
-def _load(path: Path, digest: str, settings: Settings) -> tuple[list[str], np.ndarray, Neighbours] | None:
-    """Returns (paths, unit means, neighbours) saved for the notes named by `digest`, else None."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            if str(data["key"]) != _key(digest, settings):
-                return None
-            paths, matrix = [str(p) for p in data["paths"]], data["matrix"]
-            near, cosine = data["near"], data["cosine"]
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # missing, old or damaged: computed again
-        return None
-    # Python lists first: indexing the arrays one element at a time made 500,000 numpy scalars (100,000 notes).
-    near_rows, cosine_rows = near.tolist(), cosine.tolist()
-    neighbours = {p: [(paths[j], c) for j, c in zip(near_rows[i], cosine_rows[i]) if j >= 0] for i, p in enumerate(paths)}
-    return paths, matrix, neighbours
-
-
-def _save(path: Path, digest: str, settings: Settings, paths: Sequence[str], matrix: np.ndarray,
-          neighbours: Neighbours) -> None:
-    rows = {p: i for i, p in enumerate(paths)}
-    width = max([len(v) for v in neighbours.values()] + [1])
-    # Whole rows as lists, then one array each: assigning 500,000 elements one by one cost a second.
-    listed = [neighbours.get(p, ()) for p in paths]
-    near = np.array([[rows[other] for other, _ in found] + [-1] * (width - len(found)) for found in listed],
-                    np.int32).reshape(len(paths), width)
-    cosine = np.array([[c for _, c in found] + [0.0] * (width - len(found)) for found in listed],
-                      np.float64).reshape(len(paths), width)  # holds every float the lists hold, as they are
-    buffer = io.BytesIO()
-    np.savez(buffer, key=np.array(_key(digest, settings)), paths=np.array(list(paths), dtype=str),
-             matrix=matrix, near=near, cosine=cosine)
-    atomic_write(path, buffer.getvalue(), durable=False)
-
-

@@ -19,10 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import compiler
@@ -59,6 +61,34 @@ class BuildInputs:
         return self.parts == other.parts
 
 
+@dataclass(frozen=True)
+class OutputListing:
+    """The output folder as the no-op check stat'ed it: every file's (path inside the folder, size,
+    mtime_ns, inode), sorted, and which of them are not regular files. A build reuses it three
+    times instead of going over 100,000 pages again: the page checks take their stat from it, the
+    stale pages are looked for among it, and the record of the build's inputs is it with the
+    pages the build wrote or deleted stat'ed again. A stat older than the build is safe: a page
+    changed after it makes the next compile's check differ, so that compile builds."""
+
+    rows: tuple[tuple[str, int, int, int], ...]
+    irregular: frozenset[str]  # links, FIFOs, ...: never a page we made
+
+    def stamps(self) -> dict[str, tuple[int, int, int] | None]:
+        """Returns {path inside the folder: (size, mtime_ns, inode)}, None for a file not regular."""
+        return {p: None if p in self.irregular else (size, mtime, inode) for p, size, mtime, inode in self.rows}
+
+    def after_writes(self, folder: Path, written: Iterable[str], deleted: Iterable[str]) -> list[tuple[str, int, int, int]]:
+        """Returns the rows with the pages `written` (paths inside the folder) stat'ed again and those `deleted` gone."""
+        rows = list(self.rows)  # sorted by path: each page found by bisection, not a dict of 100,000 rows
+        for page, found in [*((p, None) for p in deleted), *((p, _stat_row(folder, p)) for p in written)]:
+            at = bisect_left(rows, (page,))
+            if at < len(rows) and rows[at][0] == page:
+                del rows[at]
+            if found is not None:
+                rows.insert(at, found)
+        return rows
+
+
 def shown_instant(settings: Settings, now: datetime) -> datetime:
     """Returns the instant the memory pages show strength at: a pinned clock as it is, the real one
     as of 00:00 UTC today, so a page changes when its shown values move, at most once a day."""
@@ -66,39 +96,45 @@ def shown_instant(settings: Settings, now: datetime) -> datetime:
 
 
 def gather_inputs(paths: VaultPaths, settings: Settings, identity: str, scan: ScanResult,
-                  override_templates: Path, shown_at: str) -> BuildInputs:
+                  override_templates: Path, shown_at: str, pages: Sequence[tuple[str, int, int, int]] | None = None
+                  ) -> BuildInputs:
     """Returns the digest of what a build of `scan` reads, as it is on disk now; `shown_at` is the
-    instant its memory pages show strength at ("" when there are no memories)."""
-    parts = {**_other_parts(paths, settings, identity, override_templates, shown_at), **_note_parts(scan)}
+    instant its memory pages show strength at ("" when there are no memories). `pages`, when
+    given, are the output folder's rows (`OutputListing.after_writes`), else it is stat'ed now."""
+    parts = {**_other_parts(paths, settings, identity, override_templates, shown_at, pages), **_note_parts(scan)}
     return BuildInputs(parts, {s.path: s for s in scan.notes})
 
 
 def unchanged_build(paths: VaultPaths, settings: Settings, identity: str, override_templates: Path
-                    ) -> tuple[dict[str, Any] | None, VaultFiles | None]:
-    """Returns (the last build's report, None) when nothing it read has changed since, else (None,
-    the walk of the vault made to find out, for the build to stamp; None when there was no record)."""
+                    ) -> tuple[dict[str, Any] | None, VaultFiles | None, OutputListing | None]:
+    """Returns (the last build's report, None, None) when nothing it read has changed since, else
+    (None, the walk of the vault made to find out, for the build to stamp, and the output folder's
+    listing; both None when there was no record)."""
     record = _load(paths.inputs)
     if record is None or settings.chroma_url:  # a Chroma server can be emptied or swapped behind our back
-        return None, None
+        return None, None, None
     parts, report, memory = record
     now = clock.utc_now()
     if memory.get("maintenance_due") and now >= clock.parse_time(memory["maintenance_due"]):
-        return None, None  # maintenance falls due: the build runs it
+        return None, None, None  # maintenance falls due: the build runs it
     shown_at = clock.format_time(shown_instant(settings, now)) if memory.get("shown_at") else ""
     files = walk_vault(paths.root, (*settings.ignore, settings.out))
-    others = _other_parts(paths, settings, identity, override_templates, shown_at)
+    irregular: set[str] = set()
+    listing = _tree_stats(paths.root / settings.out, caches=True, irregular=irregular)
+    pages = OutputListing(tuple(listing), frozenset(irregular))
+    others = _other_parts(paths, settings, identity, override_templates, shown_at, listing)
     if any(parts.get(name) != digest for name, digest in others.items()):
-        return None, files
+        return None, files, pages
     if parts.get("note_stats") == _stats_part(*files.split(), files.skipped):
-        return report, None
+        return report, None, None
     # A stat moved: hash the notes whose stat is new (touched, or edited) and compare their content.
     scan = stamp_files(files, _load_stamps(_stamps_path(paths.inputs)))
     notes = _note_parts(scan)
     if parts.get("notes") != notes["notes"]:
-        return None, files
+        return None, files, pages
     current = BuildInputs({**others, **notes}, {s.path: s for s in scan.notes})
     save_inputs(paths.inputs, current, report, memory)  # touched, not changed: hash them never again
-    return report, None
+    return report, None, None
 
 
 def save_inputs(path: Path, inputs: BuildInputs, report: Mapping[str, Any], memory: Mapping[str, str]) -> None:
@@ -145,14 +181,15 @@ def _load_stamps(path: Path) -> dict[str, FileStamp]:
 
 
 def _other_parts(paths: VaultPaths, settings: Settings, identity: str, override_templates: Path,
-                 shown_at: str) -> dict[str, str]:
-    """Returns every part of the digest but the notes'."""
+                 shown_at: str, pages: Sequence[tuple[str, int, int, int]] | None = None) -> dict[str, str]:
+    """Returns every part of the digest but the notes'; `pages`: the output folder's rows, when
+    stat'ed already."""
     return {
         "settings": _digest([settings.to_dict(), identity, shown_at]),
         "code": _stats_digest(_code_stats()),
         "templates": _stats_digest([*_tree_stats(BUNDLED_TEMPLATES), ("", 0, 0, 0), *_tree_stats(override_templates)]),
         "memory": _stats_digest(_tree_stats(paths.engram, skip=MEMORY_SKIPPED)),
-        "pages": _stats_digest(_tree_stats(paths.root / settings.out)),
+        "pages": _stats_digest(_tree_stats(paths.root / settings.out, caches=True) if pages is None else pages),
         # The notes' flat vector store by its file (compiler.index.flat.store_path, not imported: it
         # loads numpy): a memory command may recreate `flat/` for its own store without this one.
         "derived": _digest([_stat(p) for p in (paths.state, paths.graph, paths.fts,
@@ -195,8 +232,11 @@ def _stat(path: Path) -> tuple[str, int, int, int] | None:
     return path.name, stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
-def _tree_stats(root: Path, suffix: str = "", skip: Iterable[str] = ()) -> list[tuple[str, int, int, int]]:
+def _tree_stats(root: Path, suffix: str = "", skip: Iterable[str] = (), caches: bool = False,
+                irregular: set[str] | None = None) -> list[tuple[str, int, int, int]]:
     """Returns (relative path, size, mtime_ns, inode) of every file under `root`, sorted; [] when absent.
+    `__pycache__` folders are skipped unless `caches`; `irregular`, when given, gets the files that
+    are not regular (links, FIFOs).
 
     One list and a stack of folders, not nested generators: at 100,000 generated pages each
     yield passing up through every level of the recursion cost more than the stats."""
@@ -213,7 +253,7 @@ def _tree_stats(root: Path, suffix: str = "", skip: Iterable[str] = ()) -> list[
         for entry in entries:
             rel = prefix + entry.name
             if entry.is_dir(follow_symlinks=False):
-                if rel not in skip and entry.name != "__pycache__":
+                if rel not in skip and (caches or entry.name != "__pycache__"):
                     folders.append((entry.path, rel + "/"))
             elif entry.name.endswith(suffix):
                 try:
@@ -221,8 +261,19 @@ def _tree_stats(root: Path, suffix: str = "", skip: Iterable[str] = ()) -> list[
                 except OSError:
                     continue
                 found.append((rel, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+                if irregular is not None and not S_ISREG(stat.st_mode):
+                    irregular.add(rel)
     found.sort()
     return found
+
+
+def _stat_row(folder: Path, relative: str) -> tuple[str, int, int, int] | None:
+    """Returns the row `_tree_stats` gives the file at `relative` inside `folder`, or None when it is gone."""
+    try:
+        stat = os.lstat(os.path.join(folder, relative))
+    except OSError:
+        return None
+    return relative, stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 def _stats_digest(rows: Iterable[tuple[str, int, int, int]]) -> str:

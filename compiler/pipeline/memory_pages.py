@@ -38,9 +38,13 @@ class KeptPages:
     build: the edit check (`as_written`) and the render check share it, and no page is written
     between the two."""
 
-    def __init__(self, root: Path, out: str, records: Mapping[str, Record], hashes: Mapping[str, str]) -> None:
+    def __init__(self, root: Path, out: str, records: Mapping[str, Record], hashes: Mapping[str, str],
+                 seen: Mapping[str, Stamp | None] | None = None) -> None:
         self._folder, self._out = os.path.join(root, out), out  # strings: 50,000 pathlib joins cost seconds
         self._records, self._hashes = records, hashes  # hashes: vault-relative page → sha256 we last wrote
+        # `seen`: every file of the output folder as this compile found it before any write (the
+        # no-op check's listing, compiler.pipeline.inputs.OutputListing): no page is stat'ed again
+        self._seen = seen
         self._found: dict[str, Stamp | None] = {}
         self.stamps: dict[str, Stamp] = {}
 
@@ -62,6 +66,8 @@ class KeptPages:
         return True
 
     def _stamp(self, page: str) -> Stamp | None:
+        if self._seen is not None:
+            return self._seen.get(page)
         if page not in self._found:
             self._found[page] = page_stamp(os.path.join(self._folder, page))
         return self._found[page]

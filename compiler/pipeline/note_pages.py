@@ -26,9 +26,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from compiler.notes.links import VaultIndex, resolve_each
 from compiler.notes.records import Note, ResolvedLink
 
-Neighbours = Mapping[str, Sequence[tuple[str, float]]]
-
-
 def render_mark(pages_key: str, out: str, notes: Iterable[str], attachments: Iterable[str]) -> str:
     """Names how this build's note pages were made (templates and render code, output folder) and
     the paths links could resolve to: the next build reuses a page's digest only under the same mark."""
@@ -38,19 +35,19 @@ def render_mark(pages_key: str, out: str, notes: Iterable[str], attachments: Ite
 
 def notes_to_digest(last_mark: str, mark: str, last_notes: Mapping[str, Note], notes: Mapping[str, Note],
                     edited: Collection[str], links: Sequence[ResolvedLink], index: VaultIndex,
-                    neighbours: Neighbours, last_neighbours: Neighbours | None) -> set[str] | None:
+                    related_changed: Collection[str] | None, related_holding: Collection[str]) -> set[str] | None:
     """Returns the notes whose backlinks page may differ from the last build's, or None when every
-    page must be digested (the mark moved, the notes are not the same paths, no neighbours to compare)."""
-    if last_mark != mark or last_neighbours is None or last_notes.keys() != notes.keys():
+    page must be digested (the mark moved, the notes are not the same paths, no related lists to
+    compare with). `related_changed` names the notes whose related list moved (None: not known),
+    `related_holding` those whose list holds an edited note (`compiler.pipeline.graph.Related`)."""
+    if last_mark != mark or related_changed is None or last_notes.keys() != notes.keys():
         return None
     edited = set(edited)
     moved = set(edited)
     before = resolve_each([last_notes[p] for p in sorted(edited)], index)
     for link in [*before, *(l for l in links if l.source in edited or l.target in edited)]:
         moved.update((link.source, link.target))
-    for path in neighbours.keys() | last_neighbours.keys():
-        near = neighbours.get(path, ())
-        if near != last_neighbours.get(path, ()) or any(other in edited for other, _ in near):
-            moved.add(path)
+    moved.update(related_changed)
+    moved.update(related_holding)
     moved.discard("")  # a broken link's target
     return moved

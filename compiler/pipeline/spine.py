@@ -25,6 +25,7 @@ from compiler.embed.embedder import Embedder, model_identity
 from compiler.notes.records import ResolvedLink
 from compiler.notes.scan import ScanResult, VaultFiles, stamp_files, walk_vault
 from compiler.pipeline.inputs import (
+    OutputListing,
     forget_inputs,
     gather_inputs,
     save_inputs,
@@ -101,18 +102,20 @@ def compile_vault(vault: Path, settings: Settings, *, embedder: Embedder | None 
     with writer_lock(paths.engram), collector_paused():  # compiler.core.collector says why
         contained(paths.root, paths.root / settings.out)  # before anything is read back from or written to it
         overrides = _template_overrides(paths, settings)
-        last, walked = unchanged_build(paths, settings, identity, overrides)
+        last, walked, listing = unchanged_build(paths, settings, identity, overrides)
         if last is not None:
             report = _unchanged_report(last, started)
             _tell(warn, report.warnings)
             return report
         forget_inputs(paths.inputs)
-        return _build(paths, settings, embedder, overrides, walked, progress, warn, started)
+        return _build(paths, settings, embedder, overrides, walked, listing, progress, warn, started)
 
 
 def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, overrides: Path,
-           walked: VaultFiles | None, progress: Progress, warn: Warn, started: float) -> BuildReport:
-    """Runs every stage (under the writer lock the caller holds); returns the report.
+           walked: VaultFiles | None, listing: OutputListing | None, progress: Progress, warn: Warn,
+           started: float) -> BuildReport:
+    """Runs every stage (under the writer lock the caller holds); returns the report. `walked` and
+    `listing` are the vault and its output folder as the no-op check found them (None: not looked at).
 
     The stages are imported here, not at the top: a no-op compile in a new process (a
     pre-commit hook, an editor's shell command) never pays for networkx, jinja2 or Chroma.
@@ -123,7 +126,8 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     from compiler.memory.index import memory_text
     from compiler.notes.links import resolve_links, vault_index
     from compiler.notes.graph_store import save_graph, stored_links
-    from compiler.pipeline.graph import graph_changes, notes_digest, related_file, update_related
+    from compiler.pipeline.graph import every_list, graph_changes, notes_digest, update_related
+    from compiler.pipeline.related_store import related_store
     from compiler.pipeline.index import (
         SectionVectors,
         choose_model,
@@ -150,6 +154,7 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     wiki = WikiLayout.of(paths.root, settings)
     navigation, wiki_warnings = refresh_navigation(wiki)  # pages edited by hand: index.md and log.md follow
     scan = _scan(paths, settings, previous, None if navigation else walked)
+    seen = listing.stamps() if listing is not None else None  # the pages' stats, taken once (OutputListing)
     with progress("parse", len(scan.edited)) as tick:
         parsed = parse_notes(paths.root, scan, previous, settings, tick)
     index = vault_index(parsed.notes, scan.attachments)
@@ -167,10 +172,12 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     with progress("embed", sum(len(parsed.notes[p].sections) for p in stale)) as tick:
         vectors = SectionVectors(paths.embeddings, parsed.notes, stale, model, tick)
     update_indexes(paths, settings.chroma_url, parsed, vectors, full=bool(reason))
-    neighbours, last_neighbours = update_related(related_file(paths.graph), last_digest, parsed.notes, digest,
-                                                 parsed.changed, vectors, settings)
-    save_graph(paths.graph, parsed.notes, links, neighbours, graph_key, last_key=last_graph_key,
-               changed=graph_changes(same_paths, parsed.changed, neighbours, last_neighbours))
+    related = update_related(related_store(paths.graph), last_digest, parsed.notes, digest, parsed.changed, vectors,
+                             settings)
+    changes = graph_changes(same_paths, parsed.changed, related)
+    # Every note's related list is read when every edge is written (and every page digested); else those asked for.
+    neighbours = related.neighbours if changes is not None else every_list(related.neighbours)
+    save_graph(paths.graph, parsed.notes, links, neighbours, graph_key, last_key=last_graph_key, changed=changes)
     memory = compile_memories(paths.root, settings, env, previous.memory_pages, previous.pages, previous.memory_renders,
                               embedder, previous.memory_mark)
     bring_chroma_in_step(paths.cache, settings.chroma_url)  # the embedded Chroma mirrors the flat stores
@@ -189,13 +196,13 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
     lint = lint_wiki(wiki, files=[*(s.path for s in scan.notes), *scan.attachments]) if wiki.wiki.is_dir() else None
     view = VaultView([parsed.notes[p] for p in sorted(parsed.notes)], links, neighbours, warnings, memory.projects, lint,
                      settings.catalog_split)
-    unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages)
+    unchanged = KeptPages(paths.root, settings.out, previous.note_renders, previous.pages, seen)
     moved = notes_to_digest(previous.note_mark, mark, previous.notes, parsed.notes, parsed.changed, links, index,
-                            neighbours, last_neighbours)
+                            related.changed, related.holding)
     notes_pages = render_changed_note_pages(view, env, settings.out, unchanged, moved,
                                             {p: r[0] for p, r in previous.note_renders.items()})
     pages = {**notes_pages.pages, **memory.pages}
-    written = write_pages(paths.root, settings.out, pages, keep=[*memory.kept, *notes_pages.kept])
+    written = write_pages(paths.root, settings.out, pages, keep=[*memory.kept, *notes_pages.kept], listed=seen)
     _tell(warn, written.warnings)
     kept = {f"{settings.out}/{p}": previous.pages[f"{settings.out}/{p}"]  # their bytes' sha256
             for p in [*memory.kept, *notes_pages.kept]}
@@ -217,7 +224,10 @@ def _build(paths: VaultPaths, settings: Settings, embedder: Embedder | None, ove
         memories={"live": memory.live, "archived": memory.archived, "edits": memory.edits,
                   "maintenance": memory.maintenance, "pages_rendered": memory.rendered},
         seconds=round(time.perf_counter() - started, 3), token_file=token_file.to_dict() if token_file else {})
-    inputs = gather_inputs(paths, settings, model.identity, scan, overrides, memory.shown_at)
+    out_rows = None if listing is None else listing.after_writes(
+        paths.root / settings.out, [p.removeprefix(f"{settings.out}/") for p in written.written],
+        [p.removeprefix(f"{settings.out}/") for p in written.deleted])
+    inputs = gather_inputs(paths, settings, model.identity, scan, overrides, memory.shown_at, out_rows)
     save_inputs(paths.inputs, inputs, report.to_dict(),
                 {"shown_at": memory.shown_at, "maintenance_due": memory.maintenance_due})
     return report

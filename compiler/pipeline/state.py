@@ -25,7 +25,7 @@ from compiler.pipeline.state_head import (
     head_path,
     legacy_path,
 )
-from compiler.pipeline.state_store import PARTS, read_state, write_state
+from compiler.pipeline.state_store import PARTS, pin_rows, read_state, write_state
 from compiler.pipeline.vault_paths import STATE_FILE, VaultPaths
 
 
@@ -118,6 +118,8 @@ def save_state(path: Path, state: BuildState, base: BuildState | None = None) ->
     head = head_bytes(state.model, state.model_setting)
     if _read_bytes(head_path(path)) != head:  # first: the indexes already hold this model's vectors
         atomic_write(head_path(path), head)
+    if base is not None:  # the rows this save changes or drops, fetched while the file holds them
+        pin_rows(note for path, note in base.notes.items() if state.notes.get(path) is not note)
     stored = base.meta() | base.parts() if base is not None and base.stored else None
     try:
         written = write_state(path, state.meta(), state.parts(), stored)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -61,20 +61,70 @@ PARTS: dict[str, tuple[Callable[[Any], str], Callable[[str, str], Any]]] = {
 
 def read_state(path: Path) -> dict[str, Any]:
     """Returns {meta key or part: value} as saved in `path`. Raises sqlite3.Error (or ValueError,
-    KeyError, TypeError on a row it cannot decode) when the file is not a readable state."""
+    KeyError, TypeError on a row it cannot decode) when the file is not a readable state.
+
+    The notes' rows are not fetched: each `StoredNote` reads its own when first asked for a field
+    its head does not hold (fetching the 213 MB of rows of 100,000 notes cost 1.6 s of a compile
+    after one edit, and their memory). A state without heads is read whole, as before."""
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         found: dict[str, Any] = {part: {} for part in PARTS}
         found.update(db.execute("SELECT key, value FROM meta"))
-        for part, key, text in db.execute("SELECT part, key, value FROM entries"):
-            found[part][key] = PARTS[part][1](key, text)
+        for part in PARTS:
+            if part != "notes":
+                found[part] = _decoded_part(part, db.execute("SELECT key, value FROM entries WHERE part = ?", (part,)))
+        keys = [key for (key,) in db.execute("SELECT key FROM entries WHERE part = 'notes'")]
     found["memory_mark"] = json.loads(found.get("memory_mark", "{}"))
     heads = {p: head for p, head in found.pop("heads").items() if len(head) == len(HEAD)}
     # A state saved before heads were, or with other heads (an older engram): its notes decoded whole,
     # the file written whole next.
-    found["heads_missing"] = heads.keys() != found["notes"].keys()
-    found["notes"] = {p: StoredNote(p, row, heads[p]) if p in heads else Note.from_dict(json.loads(row))
-                      for p, row in found["notes"].items()}
+    found["heads_missing"] = heads.keys() != set(keys)
+    if found["heads_missing"]:
+        rows = NoteRows(path).fetch(keys)
+        found["notes"] = {p: Note.from_dict(json.loads(rows[p])) for p in keys}
+    else:
+        source = NoteRows(path)
+        found["notes"] = {p: StoredNote(p, source, heads[p]) for p in keys}
     return found
+
+
+def _decoded_part(part: str, rows: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Returns {key: value} of one part's rows. The JSON parts are parsed in one call, as one array:
+    100,000 calls of `json.loads` (the file stamps, the notes' heads) cost a second more."""
+    if part not in ("files", "heads"):
+        return {key: PARTS[part][1](key, text) for key, text in rows}
+    keys, texts = [], []
+    for key, text in rows:
+        keys.append(key)
+        texts.append(text)
+    values = json.loads(f"[{','.join(texts)}]")
+    if len(values) != len(keys) or not all(isinstance(v, list) for v in values):  # a damaged row: unreadable
+        raise ValueError(f"the build state's {part} rows do not decode one value each")
+    if part == "heads":
+        return dict(zip(keys, values))
+    return {key: FileStamp(key, *value) for key, value in zip(keys, values)}
+
+
+class NoteRows:
+    """The notes' rows of one state file, read when a note is first decoded. The connection stays
+    open, with no statement left running between reads (no lock held): a save that replaces the
+    file leaves it on the file it was opened on. `compiler.pipeline.state.save_state` first pins
+    the rows of the notes whose row it changes or drops (`StoredNote.pin`)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+
+    def fetch(self, keys: Collection[str]) -> dict[str, str]:
+        """Returns {key: row} for the notes of `keys` the file holds."""
+        if self._db is None:
+            self._db = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, check_same_thread=False)
+        found: dict[str, str] = {}
+        ordered = sorted(keys)
+        for start in range(0, len(ordered), 500):  # under SQLite's limit of bound values
+            batch = ordered[start:start + 500]
+            query = f"SELECT key, value FROM entries WHERE part = 'notes' AND key IN ({','.join('?' * len(batch))})"
+            found.update(self._db.execute(query, batch).fetchall())  # run to its end: no read lock kept
+        return found
 
 
 # What a compile reads of every note (the indexes, the links, the catalog and health pages), in the head's order.
@@ -89,27 +139,34 @@ def _head(note: Note) -> list[Any]:
 
 class StoredNote(Note):
     """A note of the last build as the state holds it: what a compile asks of every note (`HEAD`:
-    its hash, title, aliases, tags, summary, how many sections) at once, every other field decoded from its row the
-    first time something asks for one. After one edit of 100,000 notes, decoding every row cost
-    6 s of the compile; the pages and indexes of the notes it changed read a few of them.
+    its hash, title, aliases, tags, summary, how many sections) at once, every other field decoded
+    from its row, fetched from the state file the first time something asks for one. After one edit
+    of 100,000 notes, decoding every row cost 6 s of the compile and fetching them 1.6 s; the pages
+    and indexes of the notes it changed read a few of them.
 
     Equal to the `Note` of the same fields: a stored note stands for the note."""
 
-    def __init__(self, path: str, row: str, head: list[Any]) -> None:  # pylint: disable=super-init-not-called
+    def __init__(self, path: str, rows: NoteRows, head: list[Any]) -> None:  # pylint: disable=super-init-not-called
         sha256, title, aliases, tags, summary, count, hashes = head
         # Frozen: the fields go straight into the instance's dict, as the dataclass's own __init__ puts them.
         self.__dict__.update(path=path, sha256=sha256, title=title, aliases=tuple(aliases), tags=tuple(tags),
-                             summary=summary, _row=row, _count=count, _hashes=tuple(hashes))
+                             summary=summary, _rows=rows, _count=count, _hashes=tuple(hashes))
+
+    def _fetch(self) -> str:
+        row = self.__dict__["_rows"].fetch([self.path]).get(self.path)
+        if row is None:
+            raise KeyError(f"{self.path}: its row is gone from the build state")
+        return row
 
     def _decode(self) -> None:
         """Decodes the row, once: from then on every field is in the instance's dict."""
-        row = self.__dict__.pop("_row")
-        del self.__dict__["_count"]
+        row = self.__dict__.pop("_row", None) or self._fetch()
+        del self.__dict__["_count"], self.__dict__["_rows"]
         self.__dict__.update(vars(Note.from_dict(json.loads(row))))
 
     @property
     def section_count(self) -> int:
-        return self.__dict__["_count"] if "_row" in self.__dict__ else len(self.sections)
+        return self.__dict__["_count"] if "_rows" in self.__dict__ else len(self.sections)
 
     @property
     def stored_hashes(self) -> tuple[str, ...]:
@@ -117,9 +174,8 @@ class StoredNote(Note):
         return self.__dict__["_hashes"]
 
     def to_dict(self) -> dict[str, Any]:
-        row = self.__dict__.get("_row")
-        if row is not None:
-            return json.loads(row)
+        if "_rows" in self.__dict__:
+            return json.loads(self.__dict__.get("_row") or self._fetch())
         return {k: v for k, v in Note.to_dict(self).items() if not k.startswith("_")}
 
     def __eq__(self, other: object) -> bool:
@@ -130,11 +186,27 @@ class StoredNote(Note):
     __hash__ = Note.__hash__
 
 
+def pin_rows(notes: Iterable[Note]) -> None:
+    """Fetches the rows of the stored notes among `notes` not decoded yet, in one pass per state
+    file: the state file is about to change or drop them, and a note decoded later must still
+    decode as it was read."""
+    waiting: dict[int, tuple[NoteRows, list[StoredNote]]] = {}
+    for note in notes:
+        if isinstance(note, StoredNote) and "_rows" in note.__dict__ and "_row" not in note.__dict__:
+            rows = note.__dict__["_rows"]
+            waiting.setdefault(id(rows), (rows, []))[1].append(note)
+    for rows, stored in waiting.values():
+        found = rows.fetch([n.path for n in stored])
+        for note in stored:
+            if note.path in found:
+                note.__dict__["_row"] = found[note.path]
+
+
 def _decoded(name: str) -> property:
     """A field of the row: a property, since the dataclass's defaults are class attributes that
     would otherwise answer for a field not decoded yet."""
     def value(note: StoredNote) -> Any:
-        if "_row" in note.__dict__:
+        if "_rows" in note.__dict__:
             note._decode()
         return note.__dict__[name]
     return property(value)

@@ -7,6 +7,8 @@ import random
 import shutil
 from pathlib import Path
 
+import pytest
+
 from compiler.core.settings import Settings
 from compiler.notes.graph_store import read_graph
 from compiler.pipeline.spine import compile_vault
@@ -79,8 +81,9 @@ def test_a_damaged_or_stale_related_cache_is_computed_again(make_vault):
     vault = make_vault({f"{name}.md": note_text(rng, names) for name in names})
     settings = Settings(related_min_cosine=0.1, related_max=2)
     compile_vault(vault, settings, embedder=FakeEmbedder())
-    cache = vault / ".engram/cache/related.npz"
-    for damage in (b"not a zip", cache.read_bytes()[:100]):
+    cache = vault / ".engram/cache/related.sqlite"
+    stale = cache.read_bytes()  # the store of an earlier build: its key names other notes
+    for damage in (b"not a database", cache.read_bytes()[:100], cache.read_bytes()[:5000], stale):
         (vault / "N1.md").write_text(note_text(rng, names))
         cache.write_bytes(damage)
         compile_vault(vault, settings, embedder=FakeEmbedder())
@@ -125,3 +128,52 @@ def test_an_edit_that_adds_a_heading_rewrites_only_that_note_in_the_indexes(make
     compile_vault(fresh, Settings(), embedder=FakeEmbedder())
     assert index_rows(vault) == index_rows(fresh)
     assert any("Honey" in body for _, _, body in index_rows(vault)[0])
+
+
+def test_an_edit_takes_the_pages_stats_from_the_no_op_check_and_records_what_the_disk_holds(make_vault, monkeypatch):
+    import compiler.core.files as files
+    import compiler.pipeline.memory_pages as memory_pages
+
+    rng = random.Random(3)
+    names = [f"N{i}" for i in range(20)]
+    vault = make_vault({f"{'sub/' if i % 2 else ''}{name}.md": note_text(rng, names) for i, name in enumerate(names)})
+    settings = Settings(related_min_cosine=0.2, related_max=3)
+    compile_vault(vault, settings, embedder=FakeEmbedder())
+    (vault / "_engram/backlinks/N0.links.md").write_text("---\ngenerated_by: engram\n---\nedited by hand\n")
+    (vault / "_engram/stale.md").write_text("---\ngenerated_by: engram\n---\nno note makes this page\n")
+    stamped: list[str] = []
+    original = memory_pages.page_stamp
+    monkeypatch.setattr(memory_pages, "page_stamp", lambda path: stamped.append(str(path)) or original(path))
+    monkeypatch.setattr(files, "_generated_candidates", lambda root: pytest.fail("the output folder walked again"))
+    (vault / "sub/N1.md").write_text(note_text(rng, names) + "\nAn edit. [[N2]]\n")
+    report = compile_vault(vault, settings, embedder=FakeEmbedder())
+    assert "_engram/backlinks/N0.links.md" in report.written and report.deleted == ["_engram/stale.md"]
+    assert len(stamped) == len(report.written)  # the pages written, for the record; no other page stat'ed
+    again = compile_vault(vault, settings, embedder=FakeEmbedder())  # the record holds the pages as written
+    assert again.written == [] and again.changed == [] and again.memories["maintenance"].get("unchanged")
+    monkeypatch.undo()  # a compile without a record walks the output folder
+    fresh = vault.parent / "fresh-listing"
+    shutil.copytree(vault, fresh)
+    shutil.rmtree(fresh / ".engram" / "cache")
+    compile_vault(fresh, settings, embedder=FakeEmbedder())
+    assert outputs(fresh) == outputs(vault)
+
+
+def test_the_output_listing_after_writes_is_a_fresh_listing(tmp_path):
+    from compiler.pipeline.inputs import OutputListing, _tree_stats
+
+    rng = random.Random(1)
+    for name in [f"{rng.choice(['a', 'b', 'a/c', 'z'])}/p{i}.md" for i in range(60)] + ["top.md", "a.md", "a b.md"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    for trial in range(10):
+        listing = OutputListing(tuple(_tree_stats(tmp_path, caches=True)), frozenset())
+        existing = [p for p, *_ in listing.rows]
+        deleted = rng.sample(existing, 3)
+        for page in deleted:
+            (tmp_path / page).unlink()
+        written = rng.sample([p for p in existing if p not in deleted], 3) + [f"new{trial}/x.md", f"a/new{trial}.md"]
+        for page in written:
+            (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / page).write_text("changed" * trial)
+        assert listing.after_writes(tmp_path, written, deleted) == _tree_stats(tmp_path, caches=True), trial

@@ -4,6 +4,7 @@ back as the state a compile from nothing saves; a damaged file is a full rebuild
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,7 @@ def test_a_stored_note_is_its_note_and_decodes_its_row_only_when_a_field_beyond_
     path = tmp_path / "state.sqlite"
     write_state(path, {}, {"notes": {note.path: note}, "heads": {note.path: note}}, None)
     stored = read_state(path)["notes"][note.path]
-    assert isinstance(stored, StoredNote) and "_row" in vars(stored)
+    assert isinstance(stored, StoredNote) and "_rows" in vars(stored) and "_row" not in vars(stored)  # not even fetched
     assert (stored.path, stored.sha256, stored.title, stored.aliases, stored.tags, stored.section_count) == \
         (note.path, note.sha256, note.title, note.aliases, note.tags, 2)
     from compiler.index.cache import text_hash
@@ -86,8 +87,8 @@ def test_a_stored_note_is_its_note_and_decodes_its_row_only_when_a_field_beyond_
 
     assert note_hashes(stored) == [text_hash(section_text(note, i)) for i in range(2)]  # what the caches key them by
     assert list(section_hashes({stored.path: stored})) == note_hashes(note)  # the compaction's question
-    assert stored.summary == note.summary and "_row" in vars(stored)  # the head answered: nothing decoded
-    assert stored.frontmatter_valid and "_row" not in vars(stored)  # a default-valued field decodes it
+    assert stored.summary == note.summary and "_rows" in vars(stored)  # the head answered: nothing decoded
+    assert stored.frontmatter_valid and "_rows" not in vars(stored)  # a default-valued field decodes it
     assert stored == note and note == stored and stored.to_dict() == note.to_dict()
     again = read_state(path)["notes"][note.path]
     assert again.to_dict() == note.to_dict() and again.links == note.links and again.section_count == 2
@@ -109,3 +110,23 @@ def test_a_state_saved_without_heads_is_read_whole_and_saved_whole(make_vault, f
     assert not compile_vault(vault, Settings(), embedder=fake_embedder).rebuild_reason
     state, _ = load_state(path)
     assert state.stored and all(type(n).__name__ == "StoredNote" for n in state.notes.values())
+
+
+def test_a_stored_note_decodes_as_it_was_read_after_a_save_changed_or_dropped_its_row(make_vault, fake_embedder):
+    from compiler.notes.records import Note
+    from compiler.pipeline.state import save_state
+
+    vault = make_vault(NOTES)
+    compile_vault(vault, Settings(), embedder=fake_embedder)
+    path = vault / ".engram/cache/state.sqlite"
+    for whole in (False, True):
+        base = load_state(path)[0]
+        first, second = sorted(base.notes)[:2]
+        kept = {p: n for p, n in base.notes.items() if p != first}
+        kept[second] = Note.from_dict({**kept[second].to_dict(), "title": "Another title", "links": []})  # rewritten
+        old_first, old_second = base.notes[first], base.notes[second]
+        save_state(path, replace(base, notes=kept), base=replace(base, stored=False) if whole else base)
+        assert old_first.links and old_second.title != "Another title" and old_second.links  # decoded now, as read
+        assert load_state(path)[0].notes[second].title == "Another title" and first not in load_state(path)[0].notes
+        shutil.rmtree(vault / ".engram/cache")  # the state back to the vault's
+        compile_vault(vault, Settings(), embedder=fake_embedder)

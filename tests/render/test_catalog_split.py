@@ -57,3 +57,26 @@ def test_a_vault_that_shrinks_under_the_limit_loses_its_folder_pages(make_vault,
     assert not (vault / "_engram/catalog").exists() or not any((vault / "_engram/catalog").rglob("*.md"))
     assert "_engram/catalog/folders/People.md" in report.deleted
     assert "Projects/Alpha" in (vault / "_engram/catalog.md").read_text()
+
+
+def test_the_health_digest_moves_with_every_field_of_a_link_or_a_missing_target_it_shows():
+    from dataclasses import fields, replace
+
+    from compiler.notes.records import Link, ResolvedLink
+    from compiler.render.notes import Missing, _health_inputs
+
+    link = ResolvedLink("a.md", "b.md", Link("B", 3, "wikilink", "H", "", "shown"), "ambiguous", ("b.md", "x/b.md"))
+    missing = Missing("Nowhere", "note", 2, ("a.md",))
+    health = {"broken": [link], "ambiguous": [link], "notes_wanted": [missing], "files_wanted": [missing]}
+    base = _health_inputs(health)
+    changed = [replace(link, **{f.name: "other" if f.name != "candidates" else ("c.md",)})
+               for f in fields(link) if f.name != "link"]
+    changed += [replace(link, link=replace(link.link, **{f.name: 9 if f.name == "line" else "other"}))
+                for f in fields(link.link)]
+    for other in changed:
+        for name in ("broken", "ambiguous"):
+            assert _health_inputs({**health, name: [other]}) != base, (name, other)
+    for other in [replace(missing, **{f.name: 9 if f.name == "links" else ("b.md",) if f.name == "sources" else "x"})
+                  for f in fields(missing)]:
+        for name in ("notes_wanted", "files_wanted"):
+            assert _health_inputs({**health, name: [other]}) != base, (name, other)
