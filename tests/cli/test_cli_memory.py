@@ -80,3 +80,12 @@ def test_import_reports_skipped_lines(vault, tmp_path):
     code, result, err = run(vault, "memory", "import", str(path))
     assert code == 0 and result["actions"] == {"new": 1} and result["skipped"][0]["line"] == 2
     assert run(vault, "memory", "import", str(path))[1]["actions"] == {"known": 1}
+
+
+def test_recall_prints_an_archived_memory_with_its_mark(vault):
+    add = ["memory", "add", "The office plant needs water on Mondays", "--project", "ops", "--importance", "0.2"]
+    assert CliRunner().invoke(main, [*add, "--vault", str(vault), "--now", "2026-07-01 12:00:00"]).exit_code == 0
+    later = ["recall", "office plant water", "--project", "ops", "--no-reinforce", "--vault", str(vault)]
+    shown = CliRunner().invoke(main, [*later, *NOW])  # five months later: faded into the archive
+    assert shown.exit_code == 0 and shown.stdout.rstrip().endswith("The office plant needs water on Mondays  (archived)")
+    assert json.loads(CliRunner().invoke(main, [*later, *NOW, "--json"]).stdout)[0]["archived"] is True
