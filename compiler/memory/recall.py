@@ -88,19 +88,19 @@ def recall(vault: VaultMemory, query: str, n: int = 5, *, project: str = "", cat
     # ModelLoadError naming the cause here, rather than an empty vault answering [] as if all were well.
     vault.embedder()
     memories = searchable_memories(vault)
-    if not memories.live and not any(True for _ in memories.recallable):
+    if next(iter(memories.recallable), None) is None:  # stops at the first memory not forgotten
         return []
     now = vault.now()
     scope = Scope(memories.recallable, project, category, memory_type)
     relevance = Relevance(vault, memories, query)
     cosines, keyword = candidates(vault, relevance, query, scope)
     weigh = Weigh(now, query_span(query, now), asks_when(query))
-    scores = score(cosines, keyword, relevance, scope.live, weigh)
+    scores = score(cosines, keyword, relevance, scope.memories, weigh)
     scores = add_graph_bonus(scores, memories.associations, scope, relevance, weigh)
     ranked = rank(scores, n)
     if reinforce:
         record_recalls(vault, ranked, now)
-    return [_hit(scope.live[i], scores[i], relevance, keyword.get(i, 0.0), now, i not in memories.live) for i in ranked]
+    return [_hit(scope.memories[i], scores[i], relevance, keyword.get(i, 0.0), now, i not in memories.live) for i in ranked]
 
 
 def searchable_memories(vault: VaultMemory) -> Memories:
@@ -117,13 +117,13 @@ class Scope:
     """Which memories a recall may return (`Memories.recallable`, archived ones too): of a project,
     a category, a type (empty: any)."""
 
-    live: Mapping[str, Observation]
+    memories: Mapping[str, Observation]
     project: str = ""
     category: str = ""
     memory_type: str = ""
 
     def __call__(self, memory_id: str) -> bool:  # checked per candidate: filtering every memory is O(n)
-        obs = self.live.get(memory_id)
+        obs = self.memories.get(memory_id)
         return obs is not None and (not self.project or obs.project == self.project) and \
             (not self.category or obs.category == self.category) and \
             (not self.memory_type or obs.type == self.memory_type)
@@ -204,7 +204,7 @@ class Relevance:
     cosine of sentence vectors. Both are kept for the hit's report."""
 
     def __init__(self, vault: VaultMemory, memories: Memories, query: str) -> None:
-        self._vault, self._memories, self._live = vault, memories, memories.recallable
+        self._vault, self._memories, self._recallable = vault, memories, memories.recallable
         embedder = vault.embedder()
         self._query = np.zeros((0, 0), dtype=np.float32)
         if late_interaction.supports(embedder):
@@ -233,14 +233,14 @@ class Relevance:
         wanted = set(ids)
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
-            wanted.update(n for n in (*near, *far) if n in self._live)
-        texts = {i: memory_text(self._live[i]) for i in wanted}
+            wanted.update(n for n in (*near, *far) if n in self._recallable)
+        texts = {i: memory_text(self._recallable[i]) for i in wanted}
         vault = self._vault
         best = vault.index().best_per_piece(self._query, texts, vault.embedder, vault.identity)
         combined = []
         for i in ids:
             near, far = neighbours.get(i, ((), ()))
-            before = self._live[i].follows  # the question this turn answers, when it is one
+            before = self._recallable[i].follows  # the question this turn answers, when it is one
             asked = [before] if before in near and before in best and late_interaction.asks(texts[before]) else []
             own = late_interaction.with_gist(best[i], self._query, sentences.get(i))
             combined.append(late_interaction.combine(own, [best[n] for n in near if n in best and n not in asked],
@@ -261,7 +261,7 @@ def add_graph_bonus(scores: Mapping[str, float], graph: Mapping[str, Mapping[str
     scores = dict(scores)
     newcomers = [i for i in bonus if i not in scores]
     for memory_id, match in relevance.of(newcomers).items():
-        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * weigh(scope.live[memory_id])
+        scores[memory_id] = relevance.weights.relevance * max(0.0, match) * weigh(scope.memories[memory_id])
     for memory_id, gain in bonus.items():
         if memory_id not in seeds:
             scores[memory_id] += gain

@@ -254,9 +254,9 @@ class Memories:
 
     @property
     def recallable(self) -> Mapping[str, Observation]:
-        """The memories recall may return: every one not forgotten or consolidated, archived ones
-        too (a faded memory the query matches is what the user needs; recalling it revives it),
-        decided per memory on lookup."""
+        """The memories recall may return: `indexed` (every one not forgotten or consolidated,
+        archived ones too: a faded memory the query matches is what the user needs, and recalling
+        it revives it), decided per memory on lookup instead of listed: a recall looks up its candidates."""
         return self._memo("recallable", lambda: LiveView(self.state))
 
     @property
