@@ -73,15 +73,15 @@ def read_state(path: Path) -> dict[str, Any]:
             if part != "notes":
                 found[part] = _decoded_part(part, db.execute("SELECT key, value FROM entries WHERE part = ?", (part,)))
         keys = [key for (key,) in db.execute("SELECT key FROM entries WHERE part = 'notes'")]
+        heads = {p: head for p, head in found.pop("heads").items() if len(head) == len(HEAD)}
+        # A state saved before heads were, or with other heads (an older engram): its notes decoded whole,
+        # the file written whole next.
+        found["heads_missing"] = heads.keys() != set(keys)
+        if found["heads_missing"]:
+            found["notes"] = {p: Note.from_dict(json.loads(row))
+                              for p, row in db.execute("SELECT key, value FROM entries WHERE part = 'notes'")}
     found["memory_mark"] = json.loads(found.get("memory_mark", "{}"))
-    heads = {p: head for p, head in found.pop("heads").items() if len(head) == len(HEAD)}
-    # A state saved before heads were, or with other heads (an older engram): its notes decoded whole,
-    # the file written whole next.
-    found["heads_missing"] = heads.keys() != set(keys)
-    if found["heads_missing"]:
-        rows = NoteRows(path).fetch(keys)
-        found["notes"] = {p: Note.from_dict(json.loads(rows[p])) for p in keys}
-    else:
+    if not found["heads_missing"]:
         source = NoteRows(path)
         found["notes"] = {p: StoredNote(p, source, heads[p]) for p in keys}
     return found
