@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -150,13 +151,14 @@ def run(count: int, queries: int) -> dict:
     return figures
 
 
-def build_store(vault: Path, count: int) -> None:
-    """Writes `count` synthetic memories into a new vault at `vault` (what `memory import` runs)."""
+def build_store(vault: Path, count: int, embedder: Any = None) -> None:
+    """Writes `count` synthetic memories into a new vault at `vault` (what `memory import` runs),
+    with the vault's model or `embedder`."""
     (vault / ".obsidian").mkdir(parents=True)
     (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')
     items = synthetic_memories(count)
     started = time.perf_counter()
-    with VaultMemory(vault, load_settings(vault)) as memories:
+    with VaultMemory(vault, load_settings(vault), embedder=embedder) as memories:
         for start in range(0, count, CHUNK):
             write_memories(memories, items[start:start + CHUNK])
             done = min(start + CHUNK, count)

@@ -28,24 +28,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_memory import CHUNK, OBJECTS, SUBJECTS, VERBS, synthetic_memories  # noqa: E402
+from benchmarks.bench_memory import OBJECTS, SUBJECTS, VERBS, build_store  # noqa: E402
 from compiler.core.settings import load_settings  # noqa: E402
 from compiler.memory.input import MemoryInput  # noqa: E402
 from compiler.memory.recall import recall  # noqa: E402
 from compiler.memory.vault import VaultMemory  # noqa: E402
-from compiler.memory.write import store_memory, write_memories  # noqa: E402
+from compiler.memory.write import store_memory  # noqa: E402
 from tests.conftest import FakeEmbedder  # noqa: E402
-
-
-def build(vault: Path, count: int) -> None:
-    (vault / ".obsidian").mkdir(parents=True, exist_ok=True)
-    (vault / "engram.toml").write_text('now = "2026-11-30 12:00:00"\n')
-    items = synthetic_memories(count)
-    with VaultMemory(vault, load_settings(vault), embedder=FakeEmbedder()) as memories:
-        for start in range(0, count, CHUNK):
-            write_memories(memories, items[start:start + CHUNK])
-            print(f"\r  {min(start + CHUNK, count):,} / {count:,} memories stored", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
 
 
 def cpu(call: Any) -> float:
@@ -80,7 +69,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="engram-memory-handle-") as scratch:
         store = args.store or Path(scratch) / "store"
         if not (store / ".engram").exists():
-            build(store, args.memories)
+            build_store(store, args.memories, FakeEmbedder())
         copy = Path(scratch) / "copy"
         shutil.copytree(store, copy, ignore=shutil.ignore_patterns("_engram"))
         figures = {"memories": args.memories, **measure(copy, args.recalls),
