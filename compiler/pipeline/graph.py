@@ -48,7 +48,7 @@ def note_mean(note: Note, vectors: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def notes_digest(notes: Mapping[str, Note]) -> str:
-    """Names a set of notes by their paths and bytes: what `related.npz` was computed from."""
+    """Names a set of notes by their paths and bytes: what the related notes store (`related.sqlite`) was computed from."""
     return hashlib.sha256(repr(sorted((p, n.sha256) for p, n in notes.items())).encode("utf-8")).hexdigest()
 
 
